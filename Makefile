@@ -1,0 +1,80 @@
+# Sundial developer entry points. Every target bootstraps what it needs and is idempotent.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CDK := node_modules/.bin/cdk
+LAMBDA_DEPS := build/lambda-deps
+# jsii (used by aws-cdk-lib) nags about Node 20 on every start; the nag is noise here.
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+# Lambda runtime and architecture: must match stacks/settings.py (LAMBDA_PYTHON / LAMBDA_ARCH).
+LAMBDA_PYTHON_VERSION := 3.13
+LAMBDA_PLATFORM := manylinux2014_aarch64
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The dependencies layer: the pinned runtime deps, as wheels for the Lambda platform.
+$(LAMBDA_DEPS)/.installed: requirements-lambda.lock $(VENV)/.installed
+	rm -rf $(LAMBDA_DEPS)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
+		--platform $(LAMBDA_PLATFORM) --python-version $(LAMBDA_PYTHON_VERSION) \
+		--implementation cp --only-binary=:all: \
+		--target $(LAMBDA_DEPS)/python -r requirements-lambda.lock
+	touch $@
+
+.PHONY: deps
+deps: $(VENV)/.installed node_modules/.installed $(LAMBDA_DEPS)/.installed ## Install pinned Python deps, the CDK CLI and the Lambda deps layer
+
+.PHONY: lint
+lint: $(VENV)/.installed ## ruff + mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+.PHONY: synth
+synth: deps ## Synthesize the CDK app into cdk.out (offline)
+	$(CDK) synth --quiet
+
+.PHONY: cfn-lint
+cfn-lint: synth ## cfn-lint the synthesized templates
+	$(VENV)/bin/cfn-lint cdk.out/*.template.json
+
+.PHONY: openapi
+openapi: $(VENV)/.installed ## Regenerate openapi.json from the code
+	$(PY) -m sundial.api.openapi > openapi.json
+
+.PHONY: test
+test: deps lint ## Lint, run every test, synth and cfn-lint
+	$(PY) -m pytest
+	$(MAKE) --no-print-directory cfn-lint
+
+.PHONY: run
+run: ## Run Sundial locally (arrives with the local-runtime issue)
+	@echo "make run is not built yet: the local runtime arrives with the next issue." >&2; exit 2
+
+.PHONY: lock
+lock: $(VENV)/.installed ## Re-resolve requirements.lock and requirements-lambda.lock from pyproject.toml
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 -o requirements.lock -q --no-header
+	$(VENV)/bin/uv pip compile pyproject.toml --python-version $(LAMBDA_PYTHON_VERSION) \
+		--python-platform aarch64-manylinux_2_28 -o requirements-lambda.lock -q --no-header
+
+.PHONY: clean
+clean: ## Remove build output (keeps the venv and node_modules)
+	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,29 @@
+"""EventBridge (rate 1 minute) -> start one sweeper per shard group."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from sundial.fanout import fan_out
+from sundial.wiring import dependencies
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    deps = dependencies()
+    started = fan_out(
+        store=deps.store,
+        shard_count=deps.settings.shard_count,
+        group_size=deps.settings.shards_per_sweeper,
+        launch=deps.launcher,
+    )
+    metrics.add_metric(name="SweepersStarted", unit=MetricUnit.Count, value=started)
+    logger.info("fan-out done", extra={"sweepers": started})
+    return {"sweepers": started}

@@ -1,0 +1,29 @@
+"""Async invoke from the fan-out: {"shards": [...]} -> claim due jobs and send them to SQS."""
+
+from dataclasses import asdict
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from sundial.sweeper import SweepRequest
+from sundial.wiring import dependencies
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=SweepRequest)
+def handler(event: SweepRequest, context: LambdaContext) -> dict[str, Any]:
+    report = dependencies().sweeper.sweep(
+        event.shards, remaining_ms=context.get_remaining_time_in_millis
+    )
+    metrics.add_metric(name="JobsDispatched", unit=MetricUnit.Count, value=report.dispatched)
+    metrics.add_metric(name="SendFailures", unit=MetricUnit.Count, value=report.send_failures)
+    logger.info("sweep done", extra=asdict(report))
+    return asdict(report)

@@ -1,0 +1,1 @@
+"""The HTTP adapter: Powertools routers, response models and error mapping."""

@@ -1,0 +1,81 @@
+"""Response bodies of the HTTP API (requests are in sundial.submission)."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, Field, JsonValue
+
+from sundial.clock import to_rfc3339
+from sundial.models import Job, Priority, Status
+
+
+def _time(ms: int | None) -> str | None:
+    return to_rfc3339(ms) if ms is not None else None
+
+
+class JobSummary(BaseModel):
+    id: str
+    queue: str
+    status: Status
+    run_at: str = Field(description="Due time, RFC 3339 UTC")
+    priority: Priority
+    created_at: str
+
+    @classmethod
+    def of(cls, job: Job) -> JobSummary:
+        return cls(
+            id=job.id,
+            queue=job.queue,
+            status=job.status,
+            run_at=to_rfc3339(job.due_ms),
+            priority=job.priority,
+            created_at=to_rfc3339(job.created_at_ms),
+        )
+
+
+class JobDetail(JobSummary):
+    attempts: int
+    max_attempts: int
+    payload: JsonValue
+    idempotency_key: str | None = None
+    queued_at: str | None = None
+    cancelled_at: str | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> JobDetail:
+        return cls(
+            **JobSummary.of(job).model_dump(),
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            payload=json.loads(job.payload_json),
+            idempotency_key=job.idempotency_key,
+            queued_at=_time(job.queued_at_ms),
+            cancelled_at=_time(job.cancelled_at_ms),
+        )
+
+
+class Cancelled(BaseModel):
+    id: str
+    status: Status
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="Where the problem is, e.g. run_at or jobs[3].queue")
+    reason: str
+
+
+class ErrorBody(BaseModel):
+    message: str
+    errors: list[FieldError] = Field(default_factory=list)
+
+
+class BatchItemResult(BaseModel):
+    index: int
+    status_code: int = Field(description="201 created, 200 earlier job (idempotency), 409, 503")
+    job: JobSummary | None = None
+    error: ErrorBody | None = None
+
+
+class BatchResult(BaseModel):
+    results: list[BatchItemResult]

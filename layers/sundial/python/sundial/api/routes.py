@@ -1,0 +1,110 @@
+"""The API's routes, grouped by the Lambda that serves them. Each route parses (Powertools +
+pydantic), calls the domain, and shapes the response."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+from sundial.api.models import (
+    BatchItemResult,
+    BatchResult,
+    Cancelled,
+    ErrorBody,
+    JobDetail,
+    JobSummary,
+)
+from sundial.errors import Conflict, SundialError
+from sundial.service import Submitted
+from sundial.submission import SubmitBatch, SubmitJob
+from sundial.wiring import dependencies
+
+JobId = Annotated[str, Path(description="The job id returned by POST /jobs", max_length=100)]
+
+submit_router = Router()  # type: ignore[no-untyped-call]
+jobs_router = Router()  # type: ignore[no-untyped-call]
+
+
+def _documented(model: type[BaseModel], description: str) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
+_INVALID = _documented(ErrorBody, "Invalid input: names the field and the reason")
+_UNKNOWN = _documented(ErrorBody, "Unknown job")
+
+
+def _json(status: int, model: BaseModel) -> Response[str]:
+    body = model.model_dump_json()
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+@submit_router.post(
+    "/jobs",
+    summary="Submit a job",
+    tags=["jobs"],
+    responses={
+        201: _documented(JobSummary, "Created"),
+        200: _documented(JobSummary, "The earlier job with this idempotency_key"),
+        400: _INVALID,
+        409: _documented(ErrorBody, "idempotency_key reused for another request, or in progress"),
+        503: _documented(ErrorBody, "AWS was unavailable; nothing was accepted, retry"),
+    },
+)
+def submit_job(request: SubmitJob) -> Response[str]:
+    submitted = dependencies().jobs.submit(request)
+    status = HTTPStatus.CREATED if submitted.created else HTTPStatus.OK
+    return _json(status, JobSummary.of(submitted.job))
+
+
+@submit_router.post(
+    "/jobs/batch",
+    summary="Submit up to 25 jobs",
+    description="Invalid input rejects the whole batch (400) and writes nothing; "
+    "otherwise each job gets its own result.",
+    tags=["jobs"],
+    responses={200: _documented(BatchResult, "One result per job, in order"), 400: _INVALID},
+)
+def submit_batch(batch: SubmitBatch) -> BatchResult:
+    outcomes = dependencies().jobs.submit_many(batch.jobs)
+    return BatchResult(results=[_batch_item(i, o) for i, o in enumerate(outcomes)])
+
+
+def _batch_item(index: int, outcome: Submitted | SundialError) -> BatchItemResult:
+    if isinstance(outcome, Submitted):
+        status = HTTPStatus.CREATED if outcome.created else HTTPStatus.OK
+        return BatchItemResult(index=index, status_code=status, job=JobSummary.of(outcome.job))
+    code = HTTPStatus.CONFLICT if isinstance(outcome, Conflict) else HTTPStatus.SERVICE_UNAVAILABLE
+    return BatchItemResult(index=index, status_code=code, error=ErrorBody(message=str(outcome)))
+
+
+@jobs_router.get(
+    "/jobs/<job_id>",
+    summary="Get a job",
+    tags=["jobs"],
+    responses={200: _documented(JobDetail, "The job"), 400: _INVALID, 404: _UNKNOWN},
+)
+def get_job(job_id: JobId) -> JobDetail:
+    return JobDetail.of(dependencies().jobs.get(job_id))
+
+
+@jobs_router.delete(
+    "/jobs/<job_id>",
+    summary="Cancel a job",
+    description="Succeeds while the job is pending, queued or failed, and again if it is "
+    "already cancelled. A queued job's message may still reach its consumer, which skips it.",
+    tags=["jobs"],
+    responses={
+        200: _documented(Cancelled, "Cancelled"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _documented(ErrorBody, "The job is running or finished"),
+    },
+)
+def cancel_job(job_id: JobId) -> Cancelled:
+    return Cancelled(id=job_id, status=dependencies().jobs.cancel(job_id))

@@ -1,0 +1,36 @@
+"""Domain errors. The HTTP adapter maps each to one status code; none of them is a 500."""
+
+from __future__ import annotations
+
+
+class SundialError(Exception):
+    """Base class of every error Sundial raises on purpose."""
+
+
+class InvalidInput(SundialError):
+    """The request is wrong. Names the field and the reason (HTTP 400)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class JobNotFound(SundialError):
+    """No job has this id (HTTP 404)."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class Conflict(SundialError):
+    """The request is valid but the job's state does not allow it (HTTP 409)."""
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Unavailable(SundialError):
+    """AWS refused or failed the work after retries; nothing was accepted (HTTP 503)."""

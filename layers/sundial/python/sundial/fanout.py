@@ -1,0 +1,54 @@
+"""The fan-out: once a minute, start one sweeper per group of shards."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from sundial.store import JobStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda.client import LambdaClient
+
+Launch = Callable[[Sequence[int]], None]
+
+
+def shard_groups(shard_count: int, group_size: int) -> list[list[int]]:
+    shards = list(range(shard_count))
+    return [shards[start : start + group_size] for start in range(0, shard_count, group_size)]
+
+
+def fan_out(*, store: JobStore, shard_count: int, group_size: int, launch: Launch) -> int:
+    """Start a sweep of every shard there has ever been. Returns how many sweepers started.
+
+    Shards may only grow: if the configured count was lowered, the shards above it may still
+    hold jobs, so the highest count ever recorded is swept.
+    """
+    recorded = store.recorded_shard_count()
+    if shard_count > recorded:
+        store.record_shard_count(shard_count)
+    groups = shard_groups(max(shard_count, recorded), group_size)
+    for group in groups:
+        launch(group)
+    return len(groups)
+
+
+class LambdaLauncher:
+    """Starts a sweeper Lambda asynchronously (InvocationType=Event).
+
+    Async invoke, not an SQS sweep queue: a tick is idempotent and superseded by the next one a
+    minute later, so Lambda's own async retries are all the durability it needs, and it adds no
+    polling delay and no extra resource.
+    """
+
+    def __init__(self, client: LambdaClient, function_name: str) -> None:
+        self._lambda = client
+        self._function = function_name
+
+    def __call__(self, shards: Sequence[int]) -> None:
+        self._lambda.invoke(
+            FunctionName=self._function,
+            InvocationType="Event",
+            Payload=json.dumps({"shards": list(shards)}).encode(),
+        )

@@ -1,0 +1,85 @@
+"""Hands jobs to their team's SQS queue: SendMessageBatch, 10 per call, with DelaySeconds
+set so each message becomes visible at its job's due second."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sundial.envelope import envelope_body
+from sundial.models import Job
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+
+SQS_MAX_DELAY_S = 900
+SQS_BATCH = 10
+SQS_BATCH_BYTES = 1_048_576  # SendMessageBatch: all bodies of one call together
+
+
+def delay_seconds(due_ms: int, now_ms: int) -> int:
+    """Whole seconds to delay so the message is visible at, never before, the due time."""
+    remaining_ms = due_ms - now_ms
+    if remaining_ms <= 0:
+        return 0
+    return min(SQS_MAX_DELAY_S, -(-remaining_ms // 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    job: Job
+    attempt: int = 1
+
+
+class QueueSender:
+    def __init__(self, client: SQSClient, queue_urls: Mapping[str, str]) -> None:
+        self._sqs = client
+        self._urls = queue_urls
+
+    def send(self, outgoing: Sequence[Outgoing], *, now_ms: int) -> list[Outgoing]:
+        """Send every message; return those SQS did not accept (the caller must not lose them)."""
+        by_queue: dict[str, list[Outgoing]] = defaultdict(list)
+        for message in outgoing:
+            by_queue[message.job.queue].append(message)
+        failed: list[Outgoing] = []
+        for queue, messages in by_queue.items():
+            for batch in _batches(messages, now_ms):
+                failed.extend(self._send_batch(self._urls[queue], batch))
+        return failed
+
+    def _send_batch(self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]]) -> list[Outgoing]:
+        try:
+            response = self._sqs.send_message_batch(QueueUrl=url, Entries=[e for _, e in batch])  # type: ignore[misc]
+        except (ClientError, BotoCoreError):
+            # Throttled or unreachable after botocore's own retries: report all as failed.
+            return [message for message, _ in batch]
+        failed_ids = {f["Id"] for f in response.get("Failed", [])}
+        return [message for message, entry in batch if entry["Id"] in failed_ids]
+
+
+def _batches(
+    messages: Sequence[Outgoing], now_ms: int
+) -> list[list[tuple[Outgoing, dict[str, Any]]]]:
+    batches: list[list[tuple[Outgoing, dict[str, Any]]]] = []
+    current: list[tuple[Outgoing, dict[str, Any]]] = []
+    current_bytes = 0
+    for message in messages:
+        body = envelope_body(message.job, attempt=message.attempt)
+        size = len(body.encode())
+        if current and (len(current) == SQS_BATCH or current_bytes + size > SQS_BATCH_BYTES):
+            batches.append(current)
+            current, current_bytes = [], 0
+        entry = {
+            "Id": str(len(current)),
+            "MessageBody": body,
+            "DelaySeconds": delay_seconds(message.job.due_ms, now_ms),
+        }
+        current.append((message, entry))
+        current_bytes += size
+    if current:
+        batches.append(current)
+    return batches

@@ -1,0 +1,200 @@
+"""Submit, get and cancel: the domain behind the HTTP API."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from ulid import ULID
+
+from sundial.clock import Clock
+from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
+from sundial.ids import JobKey
+from sundial.models import Job, Status
+from sundial.sender import Outgoing, QueueSender
+from sundial.store import IdempotencyRecord, JobStore
+from sundial.submission import MAX_HORIZON_S, SubmitJob
+from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    job: Job
+    created: bool  # False when an idempotency key returned an earlier job
+
+
+class JobService:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        sender: QueueSender,
+        clock: Clock,
+        queues: Collection[str],
+        shard_count: int,
+        retention_days: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._sender = sender
+        self._clock = clock
+        self._queues = frozenset(queues)
+        self._shard_count = shard_count
+        self._retention_s = retention_days * 86_400
+        self._rng = rng or random.Random()
+
+    # -- submit -----------------------------------------------------------------------------
+
+    def submit(self, request: SubmitJob) -> Submitted:
+        result = self.submit_many([request], field_prefix="")[0]
+        if isinstance(result, SundialError):
+            raise result
+        return result
+
+    def submit_many(
+        self, requests: Sequence[SubmitJob], *, field_prefix: str = "jobs"
+    ) -> list[Submitted | SundialError]:
+        """Submit jobs together. Invalid input rejects the whole call before anything is written;
+        after that each job has its own result (a Submitted, or the error for that job)."""
+        now = self._clock.now_ms()
+        for index, request in enumerate(requests):
+            self._check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
+        jobs = [self._new_job(request, now) for request in requests]
+        results: list[Submitted | SundialError | None] = [None] * len(jobs)
+        fresh: list[Job] = []
+        for index, (request, job) in enumerate(zip(requests, jobs, strict=True)):
+            if request.idempotency_key is None:
+                fresh.append(job)
+                continue
+            earlier = self._store.remember_idempotency_key(
+                queue=request.queue,
+                key=request.idempotency_key,
+                record=IdempotencyRecord(job.id, request.fingerprint(), now),
+                expires_at_s=job.due_ms // 1000 + self._retention_s,
+            )
+            if earlier is None:
+                fresh.append(job)
+            else:
+                results[index] = self._repeat_or_error(request, earlier)
+        self._store.put_new(fresh)
+        failed = {job.id for job in self._dispatch_direct([j for j in fresh if j.direct])}
+        for index, job in enumerate(jobs):
+            if results[index] is None:
+                results[index] = (
+                    Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
+                    if job.id in failed
+                    else Submitted(job, created=True)
+                )
+        return [r for r in results if r is not None]
+
+    def _check(self, request: SubmitJob, now: int, prefix: str) -> None:
+        if request.queue not in self._queues:
+            known = ", ".join(sorted(self._queues))
+            raise InvalidInput(
+                f"{prefix}queue", f"unknown queue '{request.queue}' (known: {known})"
+            )
+        if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
+            raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
+
+    def _new_job(self, request: SubmitJob, now: int, key: JobKey | None = None) -> Job:
+        if key is None:
+            key = JobKey(
+                shard=self._rng.randrange(self._shard_count),
+                due_ms=request.due_ms(now),
+                ulid=str(ULID.from_timestamp(now / 1000)),
+            )
+        direct = key.due_ms <= now + DIRECT_WINDOW_MS
+        return Job(
+            key=key,
+            queue=request.queue,
+            payload_json=request.payload_json,
+            priority=request.priority,
+            max_attempts=request.max_attempts,
+            created_at_ms=now,
+            direct=direct,
+            idempotency_key=request.idempotency_key,
+            # An unacknowledged direct job (its submit died before claiming it) must not linger.
+            expires_at_s=key.due_ms // 1000 + self._retention_s if direct else None,
+        )
+
+    def _dispatch_direct(self, jobs: Sequence[Job]) -> list[Job]:
+        """Send due-soon jobs now, then mark them queued. Returns the jobs SQS refused.
+
+        Send comes before the claim so a crash can never leave a job marked queued but unsent;
+        the sweeper never touches direct jobs, so nobody else sends them meanwhile.
+        """
+        if not jobs:
+            return []
+        failed = {
+            o.job.id
+            for o in self._sender.send([Outgoing(j) for j in jobs], now_ms=self._clock.now_ms())
+        }
+        now = self._clock.now_ms()
+        for job in jobs:
+            if job.id in failed:
+                continue
+            token = f"submit:{ULID.from_timestamp(now / 1000)}"
+            if self._store.claim(job.key, token=token, now_ms=now, lease_ms=0).won:
+                job.status, job.queued_at_ms, job.expires_at_s = Status.QUEUED, now, None
+        return [job for job in jobs if job.id in failed]
+
+    def _repeat(self, request: SubmitJob, earlier: IdempotencyRecord) -> Submitted:
+        """A submit whose idempotency key was seen before: return the first job, finishing
+        the first request's work if it died part-way."""
+        if earlier.fingerprint != request.fingerprint():
+            raise Conflict("idempotency_key was already used for a different request")
+        now = self._clock.now_ms()
+        key = JobKey.from_job_id(earlier.job_id)
+        job = self._store.get(key)
+        first_may_be_running = now - earlier.created_at_ms < SUBMIT_IN_FLIGHT_MS
+        if job is None:
+            if first_may_be_running:
+                raise Conflict("a request with this idempotency_key is in progress; retry shortly")
+            job = self._new_job(request, now, key=key)
+            job.created_at_ms = earlier.created_at_ms
+            if not self._store.put_if_absent(job):
+                job = self._store.get(key)
+                if job is None:
+                    raise Unavailable("job changed concurrently; retry")
+        if job.direct and job.status is Status.PENDING:
+            if first_may_be_running:
+                raise Conflict("a request with this idempotency_key is in progress; retry shortly")
+            if self._dispatch_direct([job]):
+                raise Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
+        return Submitted(job, created=False)
+
+    def _repeat_or_error(
+        self, request: SubmitJob, earlier: IdempotencyRecord
+    ) -> Submitted | SundialError:
+        try:
+            return self._repeat(request, earlier)
+        except SundialError as error:
+            return error
+
+    # -- get and cancel ---------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job:
+        job = self._store.get(JobKey.from_job_id(job_id))
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def cancel(self, job_id: str) -> Status:
+        """Cancel a pending, queued or failed job. A queued job's message may still reach its
+        consumer, whose status check skips it. Cancelling twice is harmless."""
+        key = JobKey.from_job_id(job_id)
+        now = self._clock.now_ms()
+        cancelled, current = self._store.cancel(
+            key, now_ms=now, expires_at_s=now // 1000 + self._retention_s
+        )
+        if cancelled:
+            return Status.CANCELLED
+        if current is None:
+            raise JobNotFound(job_id)
+        if current.status is Status.CANCELLED:
+            return Status.CANCELLED
+        raise Conflict(
+            f"job is {current.status}; only pending, queued or failed jobs can be cancelled",
+            status=current.status,
+        )

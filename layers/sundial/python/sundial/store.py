@@ -1,0 +1,388 @@
+"""DynamoDB access for jobs, sweep cursors and idempotency keys: the only module that knows
+the table's item layout.
+
+Item kinds in the one table (pk, sk):
+- job:         ("shard#<n>", "<due ms, 13 digits>#<ULID>")
+- sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries never see it
+- shard count: ("meta", "shards"): the highest shard count ever deployed
+- idempotency: ("idem#<sha256(queue, key)>", "idem")
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from sundial.errors import Unavailable
+from sundial.ids import JobKey, shard_pk
+from sundial.models import CANCELLABLE, Job, Priority, Status
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+Item = dict[str, Any]
+
+CURSOR_SK = "cursor"
+META_PK, SHARDS_SK = "meta", "shards"
+IDEM_SK = "idem"
+_BATCH_WRITE_ATTEMPTS = 5
+_CANCELLABLE_VALUES = {f":c{i}": {"S": str(s)} for i, s in enumerate(sorted(CANCELLABLE))}
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def job_to_item(job: Job) -> Item:
+    item: Item = {
+        "pk": _s(job.key.pk),
+        "sk": _s(job.key.sk),
+        "queue": _s(job.queue),
+        "payload": _s(job.payload_json),
+        "priority": _s(str(job.priority)),
+        "status": _s(str(job.status)),
+        "attempts": _n(job.attempts),
+        "max_attempts": _n(job.max_attempts),
+        "created_at": _n(job.created_at_ms),
+    }
+    if job.direct:
+        item["direct"] = {"BOOL": True}
+    if job.idempotency_key is not None:
+        item["idempotency_key"] = _s(job.idempotency_key)
+    for name, value in (
+        ("queued_at", job.queued_at_ms),
+        ("cancelled_at", job.cancelled_at_ms),
+        ("lease_until", job.lease_until_ms),
+        ("expires_at", job.expires_at_s),
+    ):
+        if value is not None:
+            item[name] = _n(value)
+    if job.claim_token is not None:
+        item["claim_token"] = _s(job.claim_token)
+    return item
+
+
+def _opt_int(item: Item, name: str) -> int | None:
+    return int(item[name]["N"]) if name in item else None
+
+
+def item_to_job(item: Item) -> Job:
+    return Job(
+        key=JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"]),
+        queue=item["queue"]["S"],
+        payload_json=item["payload"]["S"],
+        priority=Priority(item["priority"]["S"]),
+        max_attempts=int(item["max_attempts"]["N"]),
+        created_at_ms=int(item["created_at"]["N"]),
+        status=Status(item["status"]["S"]),
+        attempts=int(item["attempts"]["N"]),
+        direct=item.get("direct", {}).get("BOOL", False),
+        idempotency_key=item["idempotency_key"]["S"] if "idempotency_key" in item else None,
+        queued_at_ms=_opt_int(item, "queued_at"),
+        cancelled_at_ms=_opt_int(item, "cancelled_at"),
+        claim_token=item["claim_token"]["S"] if "claim_token" in item else None,
+        lease_until_ms=_opt_int(item, "lease_until"),
+        expires_at_s=_opt_int(item, "expires_at"),
+    )
+
+
+def _key(key: JobKey) -> Item:
+    return {"pk": _s(key.pk), "sk": _s(key.sk)}
+
+
+def _is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def _old_job(error: ClientError) -> Job | None:
+    """The item as it was when a condition failed (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    item: Item | None = cast("Item | None", dict(error.response).get("Item"))
+    return item_to_job(item) if item else None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    won: bool
+    current: Job | None  # the item as it was when the claim lost; None if it won or vanished
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    job_id: str
+    fingerprint: str
+    created_at_ms: int
+
+
+def idempotency_pk(queue: str, key: str) -> str:
+    digest = hashlib.sha256(f"{queue}\n{key}".encode()).hexdigest()
+    return f"idem#{digest}"
+
+
+class JobStore:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._db = client
+        self._table = table_name
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def put_new(self, jobs: Sequence[Job]) -> None:
+        """Write brand-new jobs (fresh ULIDs, so no condition is needed), 25 per request."""
+        for start in range(0, len(jobs), 25):
+            requests: list[Any] = [
+                {"PutRequest": {"Item": job_to_item(job)}} for job in jobs[start : start + 25]
+            ]
+            for _ in range(_BATCH_WRITE_ATTEMPTS):
+                response = self._db.batch_write_item(
+                    RequestItems={self._table: requests}, ReturnConsumedCapacity="TOTAL"
+                )
+                requests = list(response.get("UnprocessedItems", {}).get(self._table, []))
+                if not requests:
+                    break
+            else:
+                raise Unavailable(f"DynamoDB left {len(requests)} job writes unprocessed")
+
+    def put_if_absent(self, job: Job) -> bool:
+        """Write a job unless an item already has its key. True if this call created it."""
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item=job_to_item(job),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def get(self, key: JobKey) -> Job | None:
+        response = self._db.get_item(TableName=self._table, Key=_key(key), ConsistentRead=True)
+        item = response.get("Item")
+        return item_to_job(item) if item else None
+
+    def claim(
+        self, key: JobKey, *, token: str, now_ms: int, lease_ms: int, from_token: str | None = None
+    ) -> ClaimOutcome:
+        """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
+        claim by `from_token` has expired (its claimer crashed before confirming the send)."""
+        if from_token is None:
+            condition = "#status = :pending"
+            values: Item = {":pending": _s(Status.PENDING)}
+        else:
+            condition = "#status = :queued AND claim_token = :old AND lease_until < :now"
+            values = {":old": _s(from_token), ":now": _n(now_ms)}
+        values |= {
+            ":queued": _s(Status.QUEUED),
+            ":token": _s(token),
+            ":lease": _n(now_ms + lease_ms),
+            ":at": _n(now_ms),
+        }
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=_key(key),
+                UpdateExpression=(
+                    "SET #status = :queued, claim_token = :token, lease_until = :lease,"
+                    " queued_at = :at REMOVE expires_at"
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return ClaimOutcome(won=False, current=_old_job(error))
+            raise
+        return ClaimOutcome(won=True, current=None)
+
+    def unclaim(self, key: JobKey, *, token: str) -> bool:
+        """queued -> pending after a failed send, only if the claim is still ours."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=_key(key),
+                UpdateExpression=(
+                    "SET #status = :pending REMOVE claim_token, lease_until, queued_at"
+                ),
+                ConditionExpression="#status = :queued AND claim_token = :token",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":pending": _s(Status.PENDING),
+                    ":queued": _s(Status.QUEUED),
+                    ":token": _s(token),
+                },
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def cancel(self, key: JobKey, *, now_ms: int, expires_at_s: int) -> tuple[bool, Job | None]:
+        """Cancel if pending, queued or failed. Returns (cancelled now, the job as it was if not).
+
+        One conditional write and no read: a missing item fails the condition too, and comes back
+        as (False, None).
+        """
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key=_key(key),
+                UpdateExpression=(
+                    "SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
+                ),
+                ConditionExpression=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":cancelled": _s(Status.CANCELLED),
+                    ":now": _n(now_ms),
+                    ":expires": _n(expires_at_s),
+                    **_CANCELLABLE_VALUES,
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False, _old_job(error)
+            raise
+        return True, None
+
+    def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
+        """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "ExpressionAttributeValues": {
+                ":pk": _s(shard_pk(shard)),
+                ":from": _s(from_sk),
+                ":to": _s(to_sk),
+            },
+            # A job written just before the sweep must not be missed.
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**request)
+            for item in page.get("Items", []):
+                yield item_to_job(item)
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    # -- sweep cursors ----------------------------------------------------------------------
+
+    def read_cursors(self, shards: Sequence[int]) -> dict[int, str]:
+        """The sweep cursor of each shard that has one: the lowest sort key still to look at."""
+        cursors: dict[int, str] = {}
+        for start in range(0, len(shards), 100):
+            keys: list[Any] = [
+                {"pk": _s(shard_pk(s)), "sk": _s(CURSOR_SK)} for s in shards[start : start + 100]
+            ]
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "pk, #c",
+                }
+            }
+            request[self._table]["ExpressionAttributeNames"] = {"#c": "cursor"}
+            for _ in range(_BATCH_WRITE_ATTEMPTS):
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    shard = int(item["pk"]["S"].removeprefix("shard#"))
+                    cursors[shard] = item["cursor"]["S"]
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            else:
+                raise Unavailable("DynamoDB left sweep cursors unread")
+        return cursors
+
+    def advance_cursor(self, shard: int, cursor: str) -> bool:
+        """Move a shard's cursor forward, never back: concurrent sweepers may race here."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": _s(shard_pk(shard)), "sk": _s(CURSOR_SK)},
+                UpdateExpression="SET #c = :c",
+                ConditionExpression="attribute_not_exists(#c) OR #c < :c",
+                ExpressionAttributeNames={"#c": "cursor"},
+                ExpressionAttributeValues={":c": _s(cursor)},
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    # -- shard count ------------------------------------------------------------------------
+
+    def recorded_shard_count(self) -> int:
+        response = self._db.get_item(
+            TableName=self._table, Key={"pk": _s(META_PK), "sk": _s(SHARDS_SK)}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        return int(item["shard_count"]["N"]) if item else 0
+
+    def record_shard_count(self, shard_count: int) -> None:
+        """Raise the recorded shard count; a lower value is ignored (shards only grow)."""
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": _s(META_PK), "sk": _s(SHARDS_SK)},
+                UpdateExpression="SET shard_count = :n",
+                ConditionExpression="attribute_not_exists(shard_count) OR shard_count < :n",
+                ExpressionAttributeValues={":n": _n(shard_count)},
+            )
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
+
+    # -- idempotency keys -------------------------------------------------------------------
+
+    def remember_idempotency_key(
+        self, *, queue: str, key: str, record: IdempotencyRecord, expires_at_s: int
+    ) -> IdempotencyRecord | None:
+        """Store the key -> job mapping unless the key is taken. Returns the existing record if
+        it was taken (it costs no extra read: the failed condition returns it)."""
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item={
+                    "pk": _s(idempotency_pk(queue, key)),
+                    "sk": _s(IDEM_SK),
+                    "job_id": _s(record.job_id),
+                    "fingerprint": _s(record.fingerprint),
+                    "created_at": _n(record.created_at_ms),
+                    "expires_at": _n(expires_at_s),
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+            )
+        except ClientError as error:
+            if not _is_condition_failure(error):
+                raise
+            old: Item | None = cast("Item | None", dict(error.response).get("Item"))
+            if not old:  # expired and deleted between the check and now: treat as taken anyway
+                raise Unavailable("idempotency record changed concurrently; retry") from None
+            return IdempotencyRecord(
+                job_id=old["job_id"]["S"],
+                fingerprint=old["fingerprint"]["S"],
+                created_at_ms=int(old["created_at"]["N"]),
+            )
+        return None

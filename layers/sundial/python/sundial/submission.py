@@ -1,0 +1,116 @@
+"""What a client may submit, validated at the boundary (pydantic v2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from sundial.models import Priority
+
+MAX_PAYLOAD_BYTES = 65_536
+MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
+MAX_BATCH = 25
+DEFAULT_MAX_ATTEMPTS = 3
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+StrictInt = Annotated[int, Field(strict=True)]
+
+
+def parse_rfc3339(value: str) -> int:
+    """RFC 3339 timestamp -> epoch ms. Requires an explicit offset (Z or +hh:mm)."""
+    if not _RFC3339.match(value):
+        raise ValueError("not an RFC 3339 timestamp (e.g. 2026-11-21T09:00:00Z)")
+    head, _, tail = value.partition(".")
+    if tail:  # Python parses at most microseconds: drop finer digits
+        digits = re.match(r"\d+", tail)
+        assert digits is not None
+        value = f"{head}.{digits.group()[:6]}{tail[digits.end() :]}"
+    try:
+        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("not a valid date or time") from None
+    return int(moment.timestamp() * 1000)
+
+
+class SubmitJob(BaseModel):
+    """One job to schedule. Give exactly one of run_at or delay_seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue: str = Field(min_length=1, max_length=40, description="A queue declared in cdk.json")
+    payload: JsonValue = Field(
+        default=None, description=f"Any JSON value, at most {MAX_PAYLOAD_BYTES} bytes serialized"
+    )
+    run_at: str | None = Field(
+        default=None,
+        description="When to run, RFC 3339 with offset",
+        examples=["2026-11-22T09:00:00Z"],
+    )
+    delay_seconds: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_HORIZON_S, description="Run this many seconds from now"
+    )
+    priority: Priority = Priority.NORMAL
+    max_attempts: StrictInt = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[\x21-\x7e]+$",
+        description="A repeat submit with the same key on the same queue returns the first job",
+    )
+
+    @field_validator("run_at")
+    @classmethod
+    def _run_at_is_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rfc3339(value)
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits(cls, value: JsonValue) -> JsonValue:
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_time(self) -> Self:
+        if (self.run_at is None) == (self.delay_seconds is None):
+            raise PydanticCustomError(
+                "run_at_xor_delay",
+                "give exactly one of run_at or delay_seconds",
+                {"field": "run_at"},
+            )
+        return self
+
+    @property
+    def payload_json(self) -> str:
+        return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False)
+
+    def due_ms(self, now_ms: int) -> int:
+        if self.run_at is not None:
+            return max(parse_rfc3339(self.run_at), now_ms)  # a time in the past means now
+        assert self.delay_seconds is not None
+        return now_ms + self.delay_seconds * 1000
+
+    def fingerprint(self) -> str:
+        """Identifies the request's content, to tell a true repeat from a reused key."""
+        canonical = json.dumps(
+            self.model_dump(mode="json", exclude={"idempotency_key"}),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+class SubmitBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    jobs: list[SubmitJob] = Field(min_length=1, max_length=MAX_BATCH)

@@ -1,0 +1,52 @@
+"""The job queues: per configured queue name, an SQS queue with a dead-letter queue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from stacks.settings import QueueSettings
+
+DLQ_RETENTION = Duration.days(14)
+
+
+class JobQueues(Construct):
+    """One SQS queue per team queue name, each redriving to its own DLQ after max_receive_count.
+
+    `queues` maps the queue name (as used in the API's `queue` field) to its SQS queue.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queue_settings: Mapping[str, QueueSettings],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.queues: dict[str, sqs.Queue] = {}
+        self.dead_letter_queues: dict[str, sqs.Queue] = {}
+        for name, settings in sorted(queue_settings.items()):
+            dlq = sqs.Queue(
+                self,
+                f"{name}-dlq",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=DLQ_RETENTION,
+            )
+            queue = sqs.Queue(
+                self,
+                name,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                visibility_timeout=Duration.seconds(settings.visibility_timeout_seconds),
+                dead_letter_queue=sqs.DeadLetterQueue(
+                    queue=dlq,
+                    max_receive_count=settings.max_receive_count,
+                ),
+            )
+            self.dead_letter_queues[name] = dlq
+            self.queues[name] = queue

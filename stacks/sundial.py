@@ -1,0 +1,79 @@
+"""`Sundial`: the whole scheduler as one construct, and `SundialStack`, the deployable app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from stacks.api import JobsApi
+from stacks.dispatch import DispatchSchedule
+from stacks.functions import JobFunctions
+from stacks.job_queues import JobQueues
+from stacks.job_table import JobTable
+from stacks.layers import SundialLayers
+from stacks.settings import SundialSettings
+
+
+class Sundial(Construct):
+    """Job table, job queues, functions, the one-minute dispatch tick and the HTTP API.
+
+    Usable as a construct library: drop it into any stack with a validated SundialSettings.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: SundialSettings) -> None:
+        super().__init__(scope, construct_id)
+        self.settings = settings
+        self.job_table = JobTable(self, "JobTable")
+        self.job_queues = JobQueues(self, "JobQueues", queue_settings=settings.queues)
+        self.layers = SundialLayers(self, "Layers")
+        self.functions = JobFunctions(
+            self,
+            "Functions",
+            settings=settings,
+            table=self.job_table.table,
+            queues=self.job_queues.queues,
+            layers=self.layers.all,
+        )
+        self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
+        self.api = JobsApi(self, "Api", submit=self.functions.submit, jobs=self.functions.jobs)
+
+    @property
+    def table(self) -> dynamodb.Table:
+        return self.job_table.table
+
+    @property
+    def queues(self) -> dict[str, sqs.Queue]:
+        return self.job_queues.queues
+
+    @property
+    def api_url(self) -> str:
+        return self.api.url
+
+
+class SundialStack(Stack):
+    """One Sundial deployment. Outputs the API URL, the table name and the queue URLs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: SundialSettings,
+        **stack_props: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **stack_props)
+        self.sundial = Sundial(self, "Sundial", settings=settings)
+        CfnOutput(self, "ApiUrl", value=self.sundial.api_url, description="Jobs API base URL")
+        CfnOutput(self, "TableName", value=self.sundial.table.table_name, description="Job table")
+        CfnOutput(
+            self,
+            "QueueUrls",
+            value=self.to_json_string(
+                {name: queue.queue_url for name, queue in sorted(self.sundial.queues.items())}
+            ),
+            description="JSON object {queue name: SQS queue URL}, as in SUNDIAL_QUEUE_URLS",
+        )

@@ -1,0 +1,76 @@
+"""Shared fixtures: moto (in-process), one ManualClock that moto also reads, and a Sundial
+wired to them exactly as the Lambdas wire it (through sundial.wiring)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import boto3
+import moto.core.utils
+import pytest
+from moto import mock_aws
+
+from sundial.clock import ManualClock
+from sundial.wiring import Dependencies, configure
+from tests.support import QUEUES, TABLE, create_queues, create_table
+
+START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never let a test reach a real account."""
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Sundial")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sundial")
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """The one clock. moto reads it too, so SQS DelaySeconds and visibility follow it."""
+    manual = ManualClock.at(START)
+    monkeypatch.setattr(
+        moto.core.utils,
+        "utcnow",
+        lambda: datetime.fromtimestamp(manual.now_ms() / 1000, tz=UTC).replace(tzinfo=None),
+    )
+    return manual
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def environ(aws: None) -> dict[str, str]:
+    """Creates the table and queues, and returns the SUNDIAL_* environment the stack would set."""
+    create_table(boto3.client("dynamodb"))
+    urls = create_queues(boto3.client("sqs"))
+    return {
+        "SUNDIAL_TABLE_NAME": TABLE,
+        "SUNDIAL_QUEUE_URLS": json.dumps(urls),
+        "SUNDIAL_SHARD_COUNT": "8",
+        "SUNDIAL_RETENTION_DAYS": "30",
+        "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
+        "SUNDIAL_SHARDS_PER_SWEEPER": "4",
+    }
+
+
+@pytest.fixture
+def deps(environ: dict[str, str], clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Dependencies:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    return configure(clock=clock, environ=dict(os.environ))
+
+
+__all__ = ["QUEUES"]

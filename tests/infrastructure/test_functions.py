@@ -1,0 +1,110 @@
+"""The Lambda functions: runtime, architecture, handler, tracing, layers, environment."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import Synthesized
+
+pytestmark = pytest.mark.infra
+
+FUNCTIONS = ["submit", "jobs", "fanout", "sweeper"]
+TIMEOUTS = {"submit": 10, "jobs": 10, "fanout": 30, "sweeper": 60}
+COMMON_ENVIRONMENT = {
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+    "SUNDIAL_TABLE_NAME",
+    "SUNDIAL_QUEUE_URLS",
+    "SUNDIAL_SHARD_COUNT",
+    "SUNDIAL_RETENTION_DAYS",
+}
+FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
+
+
+def test_exactly_the_four_sundial_functions(synthesized: Synthesized) -> None:
+    # Given the synthesized Sundial stack
+    # When we count Lambda functions
+    # Then there are the four handlers and no helper functions (custom resources, log retention)
+    synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_runtime_handler_and_tracing(synthesized: Synthesized, name: str) -> None:
+    # Given one of the Sundial functions
+    # When we read its properties
+    properties = synthesized.function_properties(name)
+
+    # Then it runs on the runtime and architecture the dependencies layer is built for
+    assert properties["Runtime"] == "python3.13"
+    assert properties["Architectures"] == ["arm64"]
+    assert properties["Handler"] == "handler.handler"
+    assert properties["Timeout"] == TIMEOUTS[name]
+    assert properties["TracingConfig"] == {"Mode": "Active"}
+    # And it logs to its own log group, and loads the deps and domain layers
+    assert "LogGroup" in properties["LoggingConfig"]
+    assert properties["Layers"] == [
+        {"Ref": synthesized.logical_id("AWS::Lambda::LayerVersion", "/Layers/Deps/")},
+        {"Ref": synthesized.logical_id("AWS::Lambda::LayerVersion", "/Layers/Domain/")},
+    ]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_function_environment_names(synthesized: Synthesized, name: str) -> None:
+    # Given one of the Sundial functions
+    # When we read its environment
+    variables = synthesized.function_properties(name)["Environment"]["Variables"]
+
+    # Then it has exactly the variables its handler reads
+    expected = COMMON_ENVIRONMENT | (FANOUT_ONLY_ENVIRONMENT if name == "fanout" else set())
+    assert set(variables) == expected
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "sundial"
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Sundial"
+    assert variables["POWERTOOLS_LOG_LEVEL"] == "INFO"
+    assert variables["SUNDIAL_SHARD_COUNT"] == "64"
+    assert variables["SUNDIAL_RETENTION_DAYS"] == "30"
+
+
+def test_queue_urls_variable_is_a_json_object_of_every_queue(synthesized: Synthesized) -> None:
+    # Given the submit function's SUNDIAL_QUEUE_URLS, a CloudFormation Fn::Join
+    variables = synthesized.function_properties("submit")["Environment"]["Variables"]
+    parts = variables["SUNDIAL_QUEUE_URLS"]["Fn::Join"][1]
+
+    # When we put a placeholder URL in place of each queue Ref
+    rendered = "".join(
+        part if isinstance(part, str) else f"https://sqs/{part['Ref']}" for part in parts
+    )
+
+    # Then it parses as {queue name: URL of that queue}
+    assert json.loads(rendered) == {
+        name: f"https://sqs/{synthesized.logical_id('AWS::SQS::Queue', f'/JobQueues/{name}/')}"
+        for name in ("default", "demo", "email")
+    }
+
+
+def test_fanout_knows_the_sweeper_and_the_group_size(synthesized: Synthesized) -> None:
+    # Given the fanout function
+    variables = synthesized.function_properties("fanout")["Environment"]["Variables"]
+
+    # Then it is told which function to start, and how many shards each sweeper takes
+    assert variables["SUNDIAL_SWEEPER_FUNCTION"] == {"Ref": synthesized.function_id("sweeper")}
+    assert variables["SUNDIAL_SHARDS_PER_SWEEPER"] == "8"
+
+
+def test_sweeper_async_invocations_give_up_before_the_next_ticks(
+    synthesized: Synthesized,
+) -> None:
+    # Given the synthesized Sundial stack
+    # When we read the sweeper's asynchronous invocation config
+    # Then a failed tick is retried twice, and dropped once two minutes old
+    synthesized.template.resource_count_is("AWS::Lambda::EventInvokeConfig", 1)
+    synthesized.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": synthesized.function_id("sweeper")},
+            "MaximumRetryAttempts": 2,
+            "MaximumEventAgeInSeconds": 120,
+        },
+    )

@@ -1,0 +1,128 @@
+"""Least privilege: each function may do what its job needs, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conftest import Synthesized
+
+pytestmark = pytest.mark.infra
+
+# Every role may write its own logs and send X-Ray traces.
+BASELINE = {
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+}
+# What queue.grant_send_messages grants (the Get* calls are read-only queue metadata).
+SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+EXPECTED = {
+    "submit": {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:BatchWriteItem",
+    }
+    | SEND,
+    "jobs": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+    "fanout": {"dynamodb:GetItem", "dynamodb:UpdateItem", "lambda:InvokeFunction"},
+    "sweeper": {
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:UpdateItem",
+    }
+    | SEND,
+}
+
+
+def table_arn(synthesized: Synthesized) -> dict[str, Any]:
+    return {"Fn::GetAtt": [synthesized.logical_id("AWS::DynamoDB::Table", "/JobTable/"), "Arn"]}
+
+
+def job_queue_arns(synthesized: Synthesized) -> list[dict[str, Any]]:
+    return sorted(
+        (
+            {"Fn::GetAtt": [logical_id, "Arn"]}
+            for logical_id, queue in synthesized.resources("AWS::SQS::Queue").items()
+            if "RedrivePolicy" in queue["Properties"]
+        ),
+        key=str,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_function_is_allowed_exactly_its_actions(synthesized: Synthesized, name: str) -> None:
+    # Given one of the Sundial functions
+    # When we collect every action its role allows
+    allowed = synthesized.allowed(name)
+
+    # Then they are exactly its job's actions plus logging and tracing
+    assert set(allowed) == EXPECTED[name] | BASELINE
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_table_actions_apply_to_the_job_table_only(synthesized: Synthesized, name: str) -> None:
+    # Given one of the Sundial functions
+    allowed = synthesized.allowed(name)
+
+    # When we look at the resources of its DynamoDB actions
+    # Then each is the job table itself (no indexes, no streams, no other table)
+    for action, resources in allowed.items():
+        if action.startswith("dynamodb:"):
+            assert resources == [table_arn(synthesized)], action
+
+
+@pytest.mark.parametrize("name", ["submit", "sweeper"])
+def test_dispatching_functions_may_send_to_every_job_queue_only(
+    synthesized: Synthesized, name: str
+) -> None:
+    # Given a function that hands jobs to SQS
+    allowed = synthesized.allowed(name)
+
+    # When we look at where it may send
+    # Then it is every job queue, and never a dead-letter queue
+    assert sorted(allowed["sqs:SendMessage"], key=str) == job_queue_arns(synthesized)
+
+
+def test_sweeper_may_query_but_submit_may_not(synthesized: Synthesized) -> None:
+    # Given the sweeper and submit roles
+    # Then only the sweeper may range-query the table
+    assert "dynamodb:Query" in synthesized.allowed("sweeper")
+    assert "dynamodb:Query" not in synthesized.allowed("submit")
+
+
+def test_jobs_may_not_send_to_sqs_nor_invoke(synthesized: Synthesized) -> None:
+    # Given the jobs (get/cancel) role
+    allowed = synthesized.allowed("jobs")
+
+    # Then it can neither dispatch jobs nor start functions
+    assert not [action for action in allowed if action.startswith(("sqs:", "lambda:"))]
+
+
+def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:
+    # Given the fanout role
+    sweeper_arn = {"Fn::GetAtt": [synthesized.function_id("sweeper"), "Arn"]}
+
+    # When we look at what it may invoke
+    resources = synthesized.allowed("fanout")["lambda:InvokeFunction"]
+
+    # Then it is the sweeper and the sweeper's own versions and aliases
+    assert resources == [sweeper_arn, {"Fn::Join": ["", [sweeper_arn, ":*"]]}]
+    # And nobody else may invoke functions
+    for name in ("submit", "jobs", "sweeper"):
+        assert "lambda:InvokeFunction" not in synthesized.allowed(name)
+
+
+def test_only_wildcard_resource_is_xray(synthesized: Synthesized) -> None:
+    # Given every function role
+    for name in EXPECTED:
+        # When we look for statements on Resource "*"
+        wildcard = {
+            action for action, resources in synthesized.allowed(name).items() if "*" in resources
+        }
+        # Then only the X-Ray actions, which have no resource-level permissions, use it
+        assert wildcard == {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, name

@@ -1,0 +1,124 @@
+"""Settings validation: a bad "sundial" context fails synth with a message naming the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO_ROOT, cdk_json_context
+from stacks.settings import SettingsError, SundialSettings
+
+pytestmark = pytest.mark.infra
+
+
+def valid() -> dict[str, Any]:
+    raw: dict[str, Any] = copy.deepcopy(cdk_json_context()["sundial"])
+    return raw
+
+
+def test_cdk_json_settings_are_valid() -> None:
+    # Given the "sundial" context in cdk.json
+    # When it is validated
+    settings = SundialSettings.from_context(valid())
+
+    # Then it holds the configured values
+    assert settings.shard_count == 64
+    assert settings.shards_per_sweeper == 8
+    assert settings.retention_days == 30
+    assert sorted(settings.queues) == ["default", "demo", "email"]
+    assert settings.queues["demo"].max_receive_count == 3
+    assert settings.queues["demo"].visibility_timeout_seconds == 30
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"shard_count": 0}, "sundial.shard_count"),
+        ({"shard_count": 4097}, "sundial.shard_count"),
+        ({"shards_per_sweeper": 0}, "sundial.shards_per_sweeper"),
+        ({"retention_days": 0}, "sundial.retention_days"),
+        ({"retention_days": 3651}, "sundial.retention_days"),
+        ({"queues": {}}, "sundial.queues"),
+        (
+            {"queues": {"Email": {"max_receive_count": 5, "visibility_timeout_seconds": 30}}},
+            "sundial.queues.Email",
+        ),
+        (
+            {"queues": {"9lives": {"max_receive_count": 5, "visibility_timeout_seconds": 30}}},
+            "sundial.queues.9lives",
+        ),
+        (
+            {"queues": {"a" * 41: {"max_receive_count": 5, "visibility_timeout_seconds": 30}}},
+            "sundial.queues." + "a" * 41,
+        ),
+        (
+            {"queues": {"email": {"max_receive_count": 0, "visibility_timeout_seconds": 30}}},
+            "sundial.queues.email.max_receive_count",
+        ),
+        (
+            {"queues": {"email": {"max_receive_count": 1001, "visibility_timeout_seconds": 30}}},
+            "sundial.queues.email.max_receive_count",
+        ),
+        (
+            {"queues": {"email": {"max_receive_count": 5, "visibility_timeout_seconds": 0}}},
+            "sundial.queues.email.visibility_timeout_seconds",
+        ),
+        (
+            {"queues": {"email": {"max_receive_count": 5, "visibility_timeout_seconds": 43201}}},
+            "sundial.queues.email.visibility_timeout_seconds",
+        ),
+        ({"shard_cuont": 64}, "sundial.shard_cuont"),
+    ],
+)
+def test_bad_settings_are_rejected_naming_the_key(change: dict[str, Any], key: str) -> None:
+    # Given the cdk.json settings with one bad value
+    raw = valid() | change
+
+    # When they are validated
+    with pytest.raises(SettingsError) as raised:
+        SundialSettings.from_context(raw)
+
+    # Then the message names the offending key
+    assert key in str(raised.value)
+
+
+def test_missing_settings_are_rejected() -> None:
+    # Given no "sundial" context at all
+    # When it is validated
+    # Then the message says which context key is missing
+    with pytest.raises(SettingsError, match='context "sundial" must be an object'):
+        SundialSettings.from_context(None)
+
+
+def test_app_exits_with_a_clear_message_on_bad_settings(tmp_path: Path) -> None:
+    # Given the app run as the CDK CLI runs it, with a bad shard count in the context
+    context = {"sundial": valid() | {"shard_count": 0}}
+    environment = os.environ | {
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "CDK_OUTDIR": str(tmp_path),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+
+    # When it runs
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    # Then it fails before synthesizing, with one line naming the key (no traceback)
+    assert result.returncode != 0
+    assert "sundial: invalid cdk.json context: sundial.shard_count" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))

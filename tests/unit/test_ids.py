@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from ulid import ULID
+
+from sundial.errors import InvalidInput
+from sundial.ids import MAX_DUE_MS, TOKEN_LENGTH, JobKey, due_sk_bound
+
+
+@given(
+    shard=st.integers(min_value=0, max_value=4095),
+    due_ms=st.integers(min_value=0, max_value=MAX_DUE_MS),
+    ulid_bytes=st.binary(min_size=16, max_size=16),
+)
+def test_job_id_round_trips_shard_due_time_and_ulid(shard: int, due_ms: int, ulid_bytes: bytes) -> None:
+    # Given a job key
+    key = JobKey(shard=shard, due_ms=due_ms, ulid=str(ULID.from_bytes(ulid_bytes)))
+    # When it is encoded as an id and decoded again
+    job_id = key.job_id
+    # Then the id is URL-safe, fixed-length, and decodes to the same item key
+    assert len(job_id) == TOKEN_LENGTH
+    assert set(job_id) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert JobKey.from_job_id(job_id) == key
+
+
+def test_sort_key_is_zero_padded_due_ms_then_ulid() -> None:
+    key = JobKey(shard=7, due_ms=1_763_726_400_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2")
+    assert key.pk == "shard#7"
+    assert key.sk == "1763726400000#01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"
+    assert JobKey(shard=0, due_ms=5, ulid=key.ulid).sk.startswith("0000000000005#")
+
+
+def test_sort_key_bounds_bracket_every_job_due_at_that_ms() -> None:
+    key = JobKey(shard=1, due_ms=1000, ulid=str(ULID()))
+    assert due_sk_bound(1000, upper=False) < key.sk < due_sk_bound(1000, upper=True)
+    assert due_sk_bound(999, upper=True) < key.sk < due_sk_bound(1001, upper=False)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "abc",
+        "x" * TOKEN_LENGTH,  # right length, wrong checksum
+        "!" * TOKEN_LENGTH,  # not base64url
+        "é" * TOKEN_LENGTH,  # not ASCII
+        "A" * 100,
+    ],
+)
+def test_malformed_ids_are_invalid_input_naming_job_id(bad: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        JobKey.from_job_id(bad)
+    assert raised.value.field == "job_id"
+
+
+def test_a_single_changed_character_is_detected() -> None:
+    job_id = JobKey(shard=3, due_ms=123_456, ulid=str(ULID())).job_id
+    flipped = job_id[:10] + ("A" if job_id[10] != "A" else "B") + job_id[11:]
+    with pytest.raises(InvalidInput):
+        JobKey.from_job_id(flipped)
