@@ -59,3 +59,87 @@ def receive_all(client: SQSClient, url: str) -> list[dict[str, Any]]:
         for message in messages:
             bodies.append(json.loads(message["Body"]))
             client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def load_handler(name: str) -> Any:
+    """Import lambdas/<name>/handler.py as the Lambda runtime would (each is its own module)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "lambdas" / name / "handler.py"
+    spec = importlib.util.spec_from_file_location(f"lambda_{name}_handler", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeLambdaContext:
+    """The attributes of the Lambda context object that Powertools and Sundial read."""
+
+    function_name = "sundial-test"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:sundial-test"
+    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+    log_group_name = "/aws/lambda/sundial-test"
+    log_stream_name = "2026/11/21/[$LATEST]abcdef"
+
+    def __init__(self, remaining_ms: int = 60_000) -> None:
+        self._remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._remaining_ms
+
+
+def http_api_event(
+    method: str, path: str, *, body: str | None = None, route: str | None = None
+) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload format 2.0) event, as AWS sends it with IAM auth."""
+    path_parameters = None
+    if route and "{job_id}" in route:
+        path_parameters = {"job_id": path.rstrip("/").split("/")[2]}
+    return {
+        "version": "2.0",
+        "routeKey": f"{method} {route or path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {
+            "accept": "application/json",
+            "content-type": "application/json",
+            "host": "abc123.execute-api.us-east-1.amazonaws.com",
+            "user-agent": "python-requests/2.32",
+            "x-amz-date": "20261121T120000Z",
+        },
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "authorizer": {
+                "iam": {
+                    "accessKey": "AKIAIOSFODNN7EXAMPLE",
+                    "accountId": "123456789012",
+                    "callerId": "AIDACKCEVSQ6C2EXAMPLE",
+                    "principalOrgId": None,
+                    "userArn": "arn:aws:iam::123456789012:user/platform",
+                    "userId": "AIDACKCEVSQ6C2EXAMPLE",
+                }
+            },
+            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "abc123",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "python-requests/2.32",
+            },
+            "requestId": "JKJaXmPLvHcESHA=",
+            "routeKey": f"{method} {route or path}",
+            "stage": "$default",
+            "time": "21/Nov/2026:12:00:00 +0000",
+            "timeEpoch": 1795267200000,
+        },
+        "pathParameters": path_parameters,
+        "body": body,
+        "isBase64Encoded": False,
+    }

@@ -10,12 +10,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import boto3
 from botocore.config import Config
 
 from sundial.clock import Clock, SystemClock
-from sundial.fanout import LambdaLauncher
+from sundial.fanout import LambdaLauncher, Launch
 from sundial.sender import QueueSender
 from sundial.service import JobService
 from sundial.settings import Settings
@@ -32,14 +33,25 @@ _BOTO_CONFIG = Config(
 class Dependencies:
     settings: Settings
     clock: Clock
+    # A session of one's own lets tests and benchmarks hook every AWS call (botocore events).
+    session: boto3.Session | None = None
+    # Replaces the Lambda async invoke of sweepers, e.g. with an in-process call.
+    launch: Launch | None = None
+
+    @cached_property
+    def _session(self) -> boto3.Session:
+        return self.session or boto3.Session()
+
+    def _client(self, service: str) -> Any:
+        return self._session.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
 
     @cached_property
     def store(self) -> JobStore:
-        return JobStore(boto3.client("dynamodb", config=_BOTO_CONFIG), self.settings.table_name)
+        return JobStore(self._client("dynamodb"), self.settings.table_name)
 
     @cached_property
     def sender(self) -> QueueSender:
-        return QueueSender(boto3.client("sqs", config=_BOTO_CONFIG), self.settings.queue_urls)
+        return QueueSender(self._client("sqs"), self.settings.queue_urls)
 
     @cached_property
     def jobs(self) -> JobService:
@@ -57,12 +69,12 @@ class Dependencies:
         return Sweeper(store=self.store, sender=self.sender, clock=self.clock)
 
     @cached_property
-    def launcher(self) -> LambdaLauncher:
+    def launcher(self) -> Launch:
+        if self.launch is not None:
+            return self.launch
         if not self.settings.sweeper_function:
             raise RuntimeError("SUNDIAL_SWEEPER_FUNCTION is not set")
-        return LambdaLauncher(
-            boto3.client("lambda", config=_BOTO_CONFIG), self.settings.sweeper_function
-        )
+        return LambdaLauncher(self._client("lambda"), self.settings.sweeper_function)
 
 
 _current: Dependencies | None = None
@@ -76,12 +88,18 @@ def dependencies() -> Dependencies:
 
 
 def configure(
-    *, clock: Clock | None = None, environ: Mapping[str, str] | None = None
+    *,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+    session: boto3.Session | None = None,
+    launch: Launch | None = None,
 ) -> Dependencies:
     """Replace the process's dependencies, e.g. with a ManualClock. Returns the new set."""
     global _current  # noqa: PLW0603
     _current = Dependencies(
         settings=Settings.from_env(environ if environ is not None else os.environ),
         clock=clock or SystemClock(),
+        session=session,
+        launch=launch,
     )
     return _current
