@@ -19,6 +19,11 @@ from tests.support import QUEUES, TABLE, create_queues, create_table
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 
+# The Lambda environment Powertools reads at import time, before any fixture runs.
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "sundial")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Sundial")
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+
 
 @pytest.fixture(autouse=True)
 def _aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,9 +33,6 @@ def _aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Sundial")
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "sundial")
 
 
 @pytest.fixture
@@ -67,7 +69,9 @@ def environ(aws: None) -> dict[str, str]:
 
 
 @pytest.fixture
-def deps(environ: dict[str, str], clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Dependencies:
+def deps(
+    environ: dict[str, str], clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> Dependencies:
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     return configure(clock=clock, environ=dict(os.environ))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,9 +65,6 @@ def receive_all(client: SQSClient, url: str) -> list[dict[str, Any]]:
 
 def load_handler(name: str) -> Any:
     """Import lambdas/<name>/handler.py as the Lambda runtime would (each is its own module)."""
-    import importlib.util
-    from pathlib import Path
-
     path = Path(__file__).resolve().parent.parent / "lambdas" / name / "handler.py"
     spec = importlib.util.spec_from_file_location(f"lambda_{name}_handler", path)
     assert spec is not None and spec.loader is not None

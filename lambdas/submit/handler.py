@@ -5,6 +5,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from sundial.api.app import build_resolver
 from sundial.api.routes import submit_router
 

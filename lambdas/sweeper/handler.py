@@ -7,6 +7,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from sundial.sweeper import SweepRequest
 from sundial.wiring import dependencies
 

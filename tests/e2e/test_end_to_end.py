@@ -114,7 +114,9 @@ def test_300_jobs_over_two_hours_arrive_once_at_their_due_second(
     arrivals: dict[str, list[int]] = defaultdict(list)
     for second in range(HORIZON_S + 20 * 60):
         if second % 60 == 0:
-            fanout.handler({"source": "aws.events", "detail-type": "Scheduled Event"}, FakeLambdaContext())
+            fanout.handler(
+                {"source": "aws.events", "detail-type": "Scheduled Event"}, FakeLambdaContext()
+            )
         for url in deps.settings.queue_urls.values():
             for envelope in receive_all(sqs, url):
                 arrivals[envelope["id"]].append(clock.now_ms())

@@ -48,7 +48,10 @@ def test_submit_get_cancel(deps: Dependencies) -> None:
     assert job["created_at"] == "2026-11-21T12:00:00.000Z"
     assert job["payload"] == {"to": "a@b.c"}
     # And DELETE cancels it, twice over
-    assert _call("DELETE", f"/jobs/{created['id']}") == (200, {"id": created["id"], "status": "cancelled"})
+    assert _call("DELETE", f"/jobs/{created['id']}") == (
+        200,
+        {"id": created["id"], "status": "cancelled"},
+    )
     assert _call("DELETE", f"/jobs/{created['id']}")[0] == 200
     assert _call("GET", f"/jobs/{created['id']}")[1]["status"] == "cancelled"
 

@@ -14,7 +14,9 @@ from sundial.ids import MAX_DUE_MS, TOKEN_LENGTH, JobKey, due_sk_bound
     due_ms=st.integers(min_value=0, max_value=MAX_DUE_MS),
     ulid_bytes=st.binary(min_size=16, max_size=16),
 )
-def test_job_id_round_trips_shard_due_time_and_ulid(shard: int, due_ms: int, ulid_bytes: bytes) -> None:
+def test_job_id_round_trips_shard_due_time_and_ulid(
+    shard: int, due_ms: int, ulid_bytes: bytes
+) -> None:
     # Given a job key
     key = JobKey(shard=shard, due_ms=due_ms, ulid=str(ULID.from_bytes(ulid_bytes)))
     # When it is encoded as an id and decoded again

@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from sundial.clock import ManualClock
 from sundial.models import Status
@@ -42,7 +43,9 @@ def _submit(deps: Dependencies, count: int, delay_s: Callable[[int], int]) -> li
 
 
 def _arrivals(deps: Dependencies) -> Counter[str]:
-    return Counter(e["id"] for e in receive_all(boto3.client("sqs"), deps.settings.queue_urls["default"]))
+    return Counter(
+        e["id"] for e in receive_all(boto3.client("sqs"), deps.settings.queue_urls["default"])
+    )
 
 
 def _sent_batches(sqs: Any) -> list[dict[str, Any]]:
@@ -102,7 +105,9 @@ def test_resweeping_is_harmless(deps: Dependencies, clock: ManualClock) -> None:
     assert sum(_arrivals(deps).values()) == 30
 
 
-@pytest.mark.parametrize("interleave_at", ["after-call.dynamodb.Query", "before-call.sqs.SendMessageBatch"])
+@pytest.mark.parametrize(
+    "interleave_at", ["after-call.dynamodb.Query", "before-call.sqs.SendMessageBatch"]
+)
 def test_two_sweepers_racing_on_one_shard_send_each_job_once(
     deps: Dependencies, clock: ManualClock, interleave_at: str
 ) -> None:
@@ -177,9 +182,9 @@ def test_sqs_down_for_a_whole_sweep_loses_nothing(deps: Dependencies, clock: Man
     sweeper, _, sqs = _sweeper(deps, clock)
 
     def throttle(**_: Any) -> None:
-        from botocore.exceptions import ClientError
-
-        raise ClientError({"Error": {"Code": "RequestThrottled", "Message": "slow down"}}, "SendMessageBatch")
+        raise ClientError(
+            {"Error": {"Code": "RequestThrottled", "Message": "slow down"}}, "SendMessageBatch"
+        )
 
     sqs.meta.events.register("before-call.sqs.SendMessageBatch", throttle)
     assert sweeper.sweep(ALL_SHARDS).send_failures == 12

@@ -6,10 +6,12 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Annotated
 
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
 from sundial.api.models import (
@@ -27,6 +29,7 @@ from sundial.wiring import dependencies
 
 JobId = Annotated[str, Path(description="The job id returned by POST /jobs", max_length=100)]
 
+metrics = Metrics()  # shares the handler's metric set (Powertools keeps one per process)
 submit_router = Router()  # type: ignore[no-untyped-call]
 jobs_router = Router()  # type: ignore[no-untyped-call]
 
@@ -58,6 +61,7 @@ def _json(status: int, model: BaseModel) -> Response[str]:
 )
 def submit_job(request: SubmitJob) -> Response[str]:
     submitted = dependencies().jobs.submit(request)
+    metrics.add_metric(name="JobsSubmitted", unit=MetricUnit.Count, value=int(submitted.created))
     status = HTTPStatus.CREATED if submitted.created else HTTPStatus.OK
     return _json(status, JobSummary.of(submitted.job))
 
@@ -72,6 +76,8 @@ def submit_job(request: SubmitJob) -> Response[str]:
 )
 def submit_batch(batch: SubmitBatch) -> BatchResult:
     outcomes = dependencies().jobs.submit_many(batch.jobs)
+    created = sum(1 for o in outcomes if isinstance(o, Submitted) and o.created)
+    metrics.add_metric(name="JobsSubmitted", unit=MetricUnit.Count, value=created)
     return BatchResult(results=[_batch_item(i, o) for i, o in enumerate(outcomes)])
 
 
@@ -107,4 +113,6 @@ def get_job(job_id: JobId) -> JobDetail:
     },
 )
 def cancel_job(job_id: JobId) -> Cancelled:
-    return Cancelled(id=job_id, status=dependencies().jobs.cancel(job_id))
+    status = dependencies().jobs.cancel(job_id)
+    metrics.add_metric(name="JobsCancelled", unit=MetricUnit.Count, value=1)
+    return Cancelled(id=job_id, status=status)

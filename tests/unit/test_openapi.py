@@ -1,0 +1,29 @@
+"""The committed OpenAPI document is the one the code generates (`make openapi`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sundial.api.openapi import openapi_json
+
+COMMITTED = Path(__file__).resolve().parents[2] / "openapi.json"
+
+
+def test_committed_openapi_matches_the_code() -> None:
+    assert COMMITTED.read_text() == openapi_json(), "run `make openapi` and commit openapi.json"
+
+
+def test_openapi_documents_every_route_with_400_not_422() -> None:
+    document = json.loads(openapi_json())
+    routes = {(path, method) for path, ops in document["paths"].items() for method in ops}
+    assert routes == {
+        ("/jobs", "post"),
+        ("/jobs/batch", "post"),
+        ("/jobs/{job_id}", "get"),
+        ("/jobs/{job_id}", "delete"),
+    }
+    for path, ops in document["paths"].items():
+        for method, operation in ops.items():
+            assert "400" in operation["responses"], (path, method)
+            assert "422" not in operation["responses"], (path, method)
