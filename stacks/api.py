@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import jsii
-
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2

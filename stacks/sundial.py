@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Environment, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -63,9 +61,10 @@ class SundialStack(Stack):
         construct_id: str,
         *,
         settings: SundialSettings,
-        **stack_props: Any,
+        description: str | None = None,
+        env: Environment | None = None,
     ) -> None:
-        super().__init__(scope, construct_id, **stack_props)
+        super().__init__(scope, construct_id, description=description, env=env)
         self.sundial = Sundial(self, "Sundial", settings=settings)
         CfnOutput(self, "ApiUrl", value=self.sundial.api_url, description="Jobs API base URL")
         CfnOutput(self, "TableName", value=self.sundial.table.table_name, description="Job table")

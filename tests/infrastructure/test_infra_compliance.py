@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from cfnlint.api import lint_file
+from aws_cdk import Validations
+from cfnlint.api import lint_file  # type: ignore[import-untyped]
 
-from conftest import Synthesized
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -32,8 +33,6 @@ def test_validation_report_has_no_violations(synthesized: Synthesized) -> None:
 
 def test_acknowledgments_all_carry_a_reason(synthesized: Synthesized) -> None:
     # Given every cdk-nag acknowledgment recorded in the construct tree
-    from aws_cdk import Validations
-
     key = Validations.ACKNOWLEDGED_RULES_METADATA_KEY
     acknowledgments = {
         rule_id: reason

@@ -7,7 +7,7 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 
-from conftest import Synthesized
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -99,7 +99,7 @@ def test_default_stage_deploys_logs_json_and_throttles(synthesized: Synthesized)
     # And it writes one JSON object per request, with the request id, to a log group
     access_log = stage["AccessLogSettings"]
     assert json.loads(access_log["Format"])["requestId"] == "$context.requestId"
-    log_group_id = synthesized.logical_id("AWS::Logs::LogGroup", "/Api/AccessLogs/")
+    log_group_id = synthesized.logical_id("Api/AccessLogs")
     assert access_log["DestinationArn"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
 
 
@@ -109,6 +109,4 @@ def test_stack_outputs(synthesized: Synthesized) -> None:
 
     # Then it outputs the API URL, the table name and the queue URLs
     assert {"ApiUrl", "TableName", "QueueUrls"} <= set(outputs)
-    assert outputs["TableName"]["Value"] == {
-        "Ref": synthesized.logical_id("AWS::DynamoDB::Table", "/JobTable/")
-    }
+    assert outputs["TableName"]["Value"] == {"Ref": synthesized.logical_id("JobTable/Table")}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import Synthesized
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -46,8 +46,8 @@ def test_function_runtime_handler_and_tracing(synthesized: Synthesized, name: st
     # And it logs to its own log group, and loads the deps and domain layers
     assert "LogGroup" in properties["LoggingConfig"]
     assert properties["Layers"] == [
-        {"Ref": synthesized.logical_id("AWS::Lambda::LayerVersion", "/Layers/Deps/")},
-        {"Ref": synthesized.logical_id("AWS::Lambda::LayerVersion", "/Layers/Domain/")},
+        {"Ref": synthesized.logical_id("Layers/Deps")},
+        {"Ref": synthesized.logical_id("Layers/Domain")},
     ]
 
 
@@ -79,7 +79,7 @@ def test_queue_urls_variable_is_a_json_object_of_every_queue(synthesized: Synthe
 
     # Then it parses as {queue name: URL of that queue}
     assert json.loads(rendered) == {
-        name: f"https://sqs/{synthesized.logical_id('AWS::SQS::Queue', f'/JobQueues/{name}/')}"
+        name: f"https://sqs/{synthesized.logical_id(f'JobQueues/{name}')}"
         for name in ("default", "demo", "email")
     }
 

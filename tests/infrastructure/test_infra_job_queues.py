@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Synthesized, cdk_json_context
+from tests.infrastructure.synthesis import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
@@ -30,8 +30,8 @@ def test_queue_redrives_to_its_own_dlq(synthesized: Synthesized, name: str) -> N
     # Given a configured queue
     settings = configured_queues()[name]
     queues = synthesized.resources("AWS::SQS::Queue")
-    queue_id = synthesized.logical_id("AWS::SQS::Queue", f"/JobQueues/{name}/")
-    dlq_id = synthesized.logical_id("AWS::SQS::Queue", f"/JobQueues/{name}-dlq/")
+    queue_id = synthesized.logical_id(f"JobQueues/{name}")
+    dlq_id = synthesized.logical_id(f"JobQueues/{name}-dlq")
 
     # When we read its properties
     queue = queues[queue_id]["Properties"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Match
 
-from conftest import Synthesized
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 

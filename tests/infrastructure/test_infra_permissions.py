@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Synthesized
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -40,7 +40,7 @@ EXPECTED = {
 
 
 def table_arn(synthesized: Synthesized) -> dict[str, Any]:
-    return {"Fn::GetAtt": [synthesized.logical_id("AWS::DynamoDB::Table", "/JobTable/"), "Arn"]}
+    return {"Fn::GetAtt": [synthesized.logical_id("JobTable/Table"), "Arn"]}
 
 
 def job_queue_arns(synthesized: Synthesized) -> list[dict[str, Any]]:

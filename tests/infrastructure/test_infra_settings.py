@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO_ROOT, cdk_json_context
 from stacks.settings import SettingsError, SundialSettings
+from tests.infrastructure.synthesis import REPO_ROOT, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
