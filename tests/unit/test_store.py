@@ -1,0 +1,140 @@
+"""JobStore against moto: the item layout and each conditional write."""
+
+from __future__ import annotations
+
+import pytest
+from ulid import ULID
+
+from sundial.ids import JobKey, due_sk_bound
+from sundial.models import Job, Priority, Status
+from sundial.store import IdempotencyRecord, item_to_job, job_to_item
+from sundial.wiring import Dependencies
+
+NOW = 1_795_267_200_000
+
+
+def _job(due_ms: int = NOW + 3_600_000, shard: int = 3, **changes: object) -> Job:
+    job = Job(
+        key=JobKey(shard=shard, due_ms=due_ms, ulid=str(ULID())),
+        queue="default",
+        payload_json='{"n":1}',
+        priority=Priority.HIGH,
+        max_attempts=3,
+        created_at_ms=NOW,
+    )
+    for name, value in changes.items():
+        setattr(job, name, value)
+    return job
+
+
+def test_item_round_trip_keeps_every_field() -> None:
+    job = _job(
+        status=Status.QUEUED,
+        direct=True,
+        idempotency_key="k",
+        queued_at_ms=NOW + 1,
+        claim_token="t",
+        lease_until_ms=NOW + 2,
+        expires_at_s=123,
+    )
+    assert item_to_job(job_to_item(job)) == job
+
+
+def test_a_plain_job_item_is_well_under_one_kilobyte() -> None:
+    # DynamoDB bills a write unit per KB: a typical job costs one unit per write.
+    item = job_to_item(
+        _job(status=Status.QUEUED, claim_token="sweep:" + str(ULID()), lease_until_ms=NOW)
+    )
+    size = sum(
+        len(name) + len(next(iter(value.values())).__str__()) for name, value in item.items()
+    )
+    assert size < 400
+
+
+def test_claim_is_conditional_on_pending(deps: Dependencies) -> None:
+    store = deps.store
+    job = _job()
+    store.put_new([job])
+    assert store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000).won
+    lost = store.claim(job.key, token="b", now_ms=NOW, lease_ms=1000)
+    assert not lost.won
+    assert lost.current is not None and lost.current.claim_token == "a"
+    stored = store.get(job.key)
+    assert (
+        stored is not None
+        and stored.status is Status.QUEUED
+        and stored.lease_until_ms == NOW + 1000
+    )
+
+
+def test_takeover_needs_the_old_token_and_an_expired_lease(deps: Dependencies) -> None:
+    store = deps.store
+    job = _job()
+    store.put_new([job])
+    store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000)
+    assert not store.claim(job.key, token="b", now_ms=NOW + 999, lease_ms=1000, from_token="a").won
+    assert not store.claim(job.key, token="b", now_ms=NOW + 2000, lease_ms=1000, from_token="x").won
+    assert store.claim(job.key, token="b", now_ms=NOW + 2000, lease_ms=1000, from_token="a").won
+
+
+def test_unclaim_only_undoes_ones_own_claim(deps: Dependencies) -> None:
+    store = deps.store
+    job = _job()
+    store.put_new([job])
+    store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000)
+    assert not store.unclaim(job.key, token="b")
+    assert store.unclaim(job.key, token="a")
+    stored = store.get(job.key)
+    assert stored is not None and stored.status is Status.PENDING and stored.claim_token is None
+
+
+@pytest.mark.parametrize(
+    ("status", "cancels"),
+    [(s, s in {Status.PENDING, Status.QUEUED, Status.FAILED}) for s in Status],
+)
+def test_cancel_by_status(deps: Dependencies, status: Status, cancels: bool) -> None:
+    job = _job(status=status)
+    deps.store.put_new([job])
+    cancelled, current = deps.store.cancel(job.key, now_ms=NOW, expires_at_s=99)
+    assert cancelled is cancels
+    assert (current is None) is cancels
+    if not cancels:
+        assert current is not None and current.status is status
+
+
+def test_cancel_of_a_missing_job_creates_nothing(deps: Dependencies) -> None:
+    job = _job()
+    assert deps.store.cancel(job.key, now_ms=NOW, expires_at_s=99) == (False, None)
+    assert deps.store.get(job.key) is None
+
+
+def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Dependencies) -> None:
+    jobs = [_job(due_ms=NOW + i * 1000, shard=5) for i in range(30)] + [_job(shard=6)]
+    deps.store.put_new(jobs)
+    found = list(
+        deps.store.query_due(
+            5,
+            from_sk=due_sk_bound(NOW + 10_000, upper=False),
+            to_sk=due_sk_bound(NOW + 19_000, upper=True),
+        )
+    )
+    assert [j.due_ms for j in found] == [NOW + i * 1000 for i in range(10, 20)]
+
+
+def test_cursor_only_moves_forward(deps: Dependencies) -> None:
+    store = deps.store
+    assert store.read_cursors([1, 2]) == {}
+    assert store.advance_cursor(1, "0000000000200#")
+    assert not store.advance_cursor(1, "0000000000100#")
+    assert store.read_cursors([1, 2]) == {1: "0000000000200#"}
+
+
+def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
+    record = IdempotencyRecord(job_id="j1", fingerprint="f1", created_at_ms=NOW)
+    other = IdempotencyRecord(job_id="j2", fingerprint="f2", created_at_ms=NOW + 5)
+    store = deps.store
+    assert store.remember_idempotency_key(queue="q", key="k", record=record, expires_at_s=1) is None
+    assert (
+        store.remember_idempotency_key(queue="q", key="k", record=other, expires_at_s=1) == record
+    )
+    assert store.remember_idempotency_key(queue="r", key="k", record=other, expires_at_s=1) is None
