@@ -102,12 +102,6 @@ def _is_condition_failure(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
-def _old_job(error: ClientError) -> Job | None:
-    """The item as it was when a condition failed (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
-    item: Item | None = cast("Item | None", dict(error.response).get("Item"))
-    return item_to_job(item) if item else None
-
-
 @dataclass(frozen=True, slots=True)
 class ClaimOutcome:
     won: bool
@@ -131,6 +125,23 @@ class JobStore:
         self._db = client
         self._table = table_name
 
+    def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
+        """A conditional PutItem or UpdateItem. Returns (written, the item as it was if not):
+        a failed condition hands back the old item at no extra cost (ALL_OLD)."""
+        call = self._db.put_item if operation == "put" else self._db.update_item
+        try:
+            call(
+                TableName=self._table,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                ReturnConsumedCapacity="TOTAL",
+                **request,
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False, cast("Item | None", dict(error.response).get("Item"))
+            raise
+        return True, None
+
     # -- jobs -------------------------------------------------------------------------------
 
     def put_new(self, jobs: Sequence[Job]) -> None:
@@ -151,18 +162,10 @@ class JobStore:
 
     def put_if_absent(self, job: Job) -> bool:
         """Write a job unless an item already has its key. True if this call created it."""
-        try:
-            self._db.put_item(
-                TableName=self._table,
-                Item=job_to_item(job),
-                ConditionExpression="attribute_not_exists(pk)",
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        written, _ = self._write_if(
+            "put", Item=job_to_item(job), ConditionExpression="attribute_not_exists(pk)"
+        )
+        return written
 
     def get(self, key: JobKey) -> Job | None:
         response = self._db.get_item(TableName=self._table, Key=_key(key), ConsistentRead=True)
@@ -186,49 +189,34 @@ class JobStore:
             ":lease": _n(now_ms + lease_ms),
             ":at": _n(now_ms),
         }
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=_key(key),
-                UpdateExpression=(
-                    "SET #status = :queued, claim_token = :token, lease_until = :lease,"
-                    " queued_at = :at REMOVE expires_at"
-                ),
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return ClaimOutcome(won=False, current=_old_job(error))
-            raise
-        return ClaimOutcome(won=True, current=None)
+        won, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "SET #status = :queued, claim_token = :token, lease_until = :lease,"
+                " queued_at = :at REMOVE expires_at"
+            ),
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+        return ClaimOutcome(won=won, current=item_to_job(old) if old else None)
 
     def unclaim(self, key: JobKey, *, token: str) -> bool:
         """queued -> pending after a failed send, only if the claim is still ours."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=_key(key),
-                UpdateExpression=(
-                    "SET #status = :pending REMOVE claim_token, lease_until, queued_at"
-                ),
-                ConditionExpression="#status = :queued AND claim_token = :token",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":pending": _s(Status.PENDING),
-                    ":queued": _s(Status.QUEUED),
-                    ":token": _s(token),
-                },
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        written, _ = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET #status = :pending REMOVE claim_token, lease_until, queued_at",
+            ConditionExpression="#status = :queued AND claim_token = :token",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":pending": _s(Status.PENDING),
+                ":queued": _s(Status.QUEUED),
+                ":token": _s(token),
+            },
+        )
+        return written
 
     def cancel(self, key: JobKey, *, now_ms: int, expires_at_s: int) -> tuple[bool, Job | None]:
         """Cancel if pending, queued or failed. Returns (cancelled now, the job as it was if not).
@@ -236,29 +224,20 @@ class JobStore:
         One conditional write and no read: a missing item fails the condition too, and comes back
         as (False, None).
         """
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key=_key(key),
-                UpdateExpression=(
-                    "SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
-                ),
-                ConditionExpression=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":cancelled": _s(Status.CANCELLED),
-                    ":now": _n(now_ms),
-                    ":expires": _n(expires_at_s),
-                    **_CANCELLABLE_VALUES,
-                },
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False, _old_job(error)
-            raise
-        return True, None
+        cancelled, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires",
+            ConditionExpression=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":cancelled": _s(Status.CANCELLED),
+                ":now": _n(now_ms),
+                ":expires": _n(expires_at_s),
+                **_CANCELLABLE_VALUES,
+            },
+        )
+        return cancelled, item_to_job(old) if old else None
 
     def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
         """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
@@ -313,21 +292,15 @@ class JobStore:
 
     def advance_cursor(self, shard: int, cursor: str) -> bool:
         """Move a shard's cursor forward, never back: concurrent sweepers may race here."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key={"pk": _s(shard_pk(shard)), "sk": _s(CURSOR_SK)},
-                UpdateExpression="SET #c = :c",
-                ConditionExpression="attribute_not_exists(#c) OR #c < :c",
-                ExpressionAttributeNames={"#c": "cursor"},
-                ExpressionAttributeValues={":c": _s(cursor)},
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        moved, _ = self._write_if(
+            "update",
+            Key={"pk": _s(shard_pk(shard)), "sk": _s(CURSOR_SK)},
+            UpdateExpression="SET #c = :c",
+            ConditionExpression="attribute_not_exists(#c) OR #c < :c",
+            ExpressionAttributeNames={"#c": "cursor"},
+            ExpressionAttributeValues={":c": _s(cursor)},
+        )
+        return moved
 
     # -- shard count ------------------------------------------------------------------------
 
@@ -340,17 +313,13 @@ class JobStore:
 
     def record_shard_count(self, shard_count: int) -> None:
         """Raise the recorded shard count; a lower value is ignored (shards only grow)."""
-        try:
-            self._db.update_item(
-                TableName=self._table,
-                Key={"pk": _s(META_PK), "sk": _s(SHARDS_SK)},
-                UpdateExpression="SET shard_count = :n",
-                ConditionExpression="attribute_not_exists(shard_count) OR shard_count < :n",
-                ExpressionAttributeValues={":n": _n(shard_count)},
-            )
-        except ClientError as error:
-            if not _is_condition_failure(error):
-                raise
+        self._write_if(
+            "update",
+            Key={"pk": _s(META_PK), "sk": _s(SHARDS_SK)},
+            UpdateExpression="SET shard_count = :n",
+            ConditionExpression="attribute_not_exists(shard_count) OR shard_count < :n",
+            ExpressionAttributeValues={":n": _n(shard_count)},
+        )
 
     # -- idempotency keys -------------------------------------------------------------------
 
@@ -359,30 +328,24 @@ class JobStore:
     ) -> IdempotencyRecord | None:
         """Store the key -> job mapping unless the key is taken. Returns the existing record if
         it was taken (it costs no extra read: the failed condition returns it)."""
-        try:
-            self._db.put_item(
-                TableName=self._table,
-                Item={
-                    "pk": _s(idempotency_pk(queue, key)),
-                    "sk": _s(IDEM_SK),
-                    "job_id": _s(record.job_id),
-                    "fingerprint": _s(record.fingerprint),
-                    "created_at": _n(record.created_at_ms),
-                    "expires_at": _n(expires_at_s),
-                },
-                ConditionExpression="attribute_not_exists(pk)",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ReturnConsumedCapacity="TOTAL",
-            )
-        except ClientError as error:
-            if not _is_condition_failure(error):
-                raise
-            old: Item | None = cast("Item | None", dict(error.response).get("Item"))
-            if not old:  # expired and deleted between the check and now: treat as taken anyway
-                raise Unavailable("idempotency record changed concurrently; retry") from None
-            return IdempotencyRecord(
-                job_id=old["job_id"]["S"],
-                fingerprint=old["fingerprint"]["S"],
-                created_at_ms=int(old["created_at"]["N"]),
-            )
-        return None
+        written, old = self._write_if(
+            "put",
+            Item={
+                "pk": _s(idempotency_pk(queue, key)),
+                "sk": _s(IDEM_SK),
+                "job_id": _s(record.job_id),
+                "fingerprint": _s(record.fingerprint),
+                "created_at": _n(record.created_at_ms),
+                "expires_at": _n(expires_at_s),
+            },
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        if written:
+            return None
+        if not old:
+            raise Unavailable("idempotency record changed concurrently; retry")
+        return IdempotencyRecord(
+            job_id=old["job_id"]["S"],
+            fingerprint=old["fingerprint"]["S"],
+            created_at_ms=int(old["created_at"]["N"]),
+        )
