@@ -66,8 +66,12 @@ test: deps lint ## Lint, run every test, synth and cfn-lint
 	$(MAKE) --no-print-directory cfn-lint
 
 .PHONY: run
-run: ## Run Sundial locally (arrives with the local-runtime issue)
-	@echo "make run is not built yet: the local runtime arrives with the next issue." >&2; exit 2
+run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
+	$(PY) -m sundial.local
+
+.PHONY: demo
+demo: $(VENV)/.installed ## Submit a realistic mix of jobs to the running `make run`
+	$(PY) scripts/demo.py
 
 .PHONY: lock
 lock: $(VENV)/.installed ## Re-resolve requirements.lock and requirements-lambda.lock from pyproject.toml

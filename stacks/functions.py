@@ -37,6 +37,10 @@ ENV_SHARDS_PER_SWEEPER = "SUNDIAL_SHARDS_PER_SWEEPER"
 SWEEPER_MAX_EVENT_AGE = Duration.seconds(120)
 SWEEPER_RETRY_ATTEMPTS = 2
 
+# The example consumer's timeout: a queue feeding it needs a visibility timeout of at least 6x
+# this (stacks/consumers.py checks it), so 30 s for the 5 s here.
+EXAMPLE_CONSUMER_TIMEOUT = Duration.seconds(5)
+
 
 class SundialFunction(Construct):
     """One Python Lambda function with Sundial's runtime, layers, tracing and log group.
@@ -111,7 +115,10 @@ class SundialFunction(Construct):
 
 
 class JobFunctions(Construct):
-    """`submit`, `jobs`, `fanout` and `sweeper`, each granted least-privilege access."""
+    """`submit`, `jobs`, `fanout` and `sweeper`, each granted least-privilege access, and the
+    `example_consumer` when settings.example_consumer_queue is set (else None). The example
+    consumer is granted nothing here: attaching it to its queue (stacks/consumers.py) grants it
+    what consuming needs."""
 
     def __init__(
         self,
@@ -136,7 +143,7 @@ class JobFunctions(Construct):
         def function(code_dir: str, description: str, timeout: Duration) -> SundialFunction:
             return SundialFunction(
                 self,
-                code_dir.capitalize(),
+                construct_name(code_dir),
                 code_dir=code_dir,
                 description=description,
                 timeout=timeout,
@@ -152,10 +159,20 @@ class JobFunctions(Construct):
         fanout = function(
             "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)
         )
+        example_consumer = (
+            function(
+                "example_consumer",
+                f"Example consumer: logs each job of the {settings.example_consumer_queue} queue",
+                EXAMPLE_CONSUMER_TIMEOUT,
+            )
+            if settings.example_consumer_queue is not None
+            else None
+        )
         self.submit = submit.function
         self.jobs = jobs.function
         self.sweeper = sweeper.function
         self.fanout = fanout.function
+        self.example_consumer = example_consumer.function if example_consumer else None
         self.fanout.add_environment(ENV_SWEEPER_FUNCTION, self.sweeper.function_name)
         self.fanout.add_environment(ENV_SHARDS_PER_SWEEPER, str(settings.shards_per_sweeper))
         self.sweeper.configure_async_invoke(
@@ -201,6 +218,12 @@ class JobFunctions(Construct):
         )
         for queue in queues.values():
             queue.grant_send_messages(self.sweeper)
+
+
+def construct_name(code_dir: str) -> str:
+    """The construct id of the function in lambdas/<code_dir>: "sweeper" -> "Sweeper",
+    "example_consumer" -> "ExampleConsumer"."""
+    return "".join(part.capitalize() for part in code_dir.split("_"))
 
 
 def _cfn_function(function: lambda_.Function) -> lambda_.CfnFunction:

@@ -35,18 +35,23 @@ class SundialLayers(Construct):
             raise MissingDepsLayerError(
                 f"the Lambda dependencies layer {deps_layer_dir} is missing: run `make deps` first"
             )
-        self.domain = self._layer("Domain", domain_layer_dir, "Sundial domain package")
+        # The local runtime (sundial.local) runs only on a developer's machine, never in Lambda.
+        self.domain = self._layer(
+            "Domain", domain_layer_dir, "Sundial domain package", ["python/sundial/local"]
+        )
         self.deps = self._layer("Deps", deps_layer_dir, "Sundial runtime dependencies")
 
     @property
     def all(self) -> list[lambda_.ILayerVersion]:
         return [self.deps, self.domain]
 
-    def _layer(self, construct_id: str, path: Path, description: str) -> lambda_.LayerVersion:
+    def _layer(
+        self, construct_id: str, path: Path, description: str, exclude: list[str] | None = None
+    ) -> lambda_.LayerVersion:
         return lambda_.LayerVersion(
             self,
             construct_id,
-            code=lambda_.Code.from_asset(str(path), exclude=ASSET_EXCLUDES),
+            code=lambda_.Code.from_asset(str(path), exclude=[*ASSET_EXCLUDES, *(exclude or [])]),
             compatible_runtimes=[LAMBDA_RUNTIME],
             compatible_architectures=[LAMBDA_ARCH],
             description=description,

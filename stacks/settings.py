@@ -11,7 +11,15 @@ from typing import Annotated, Any
 
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 CONTEXT_KEY = "sundial"
 
@@ -46,6 +54,19 @@ class SundialSettings(BaseModel):
     shards_per_sweeper: int = Field(ge=1)
     retention_days: int = Field(ge=1, le=3650)
     queues: dict[QueueName, QueueSettings] = Field(min_length=1)
+    example_consumer_queue: str | None = "demo"
+    """The queue the example consumer Lambda (lambdas/example_consumer) reads; None: no example."""
+
+    @field_validator("example_consumer_queue")
+    @classmethod
+    def _example_queue_is_configured(cls, value: str | None, info: ValidationInfo) -> str | None:
+        queues = info.data.get("queues")  # absent when the queues themselves are invalid
+        if value is not None and queues is not None and value not in queues:
+            raise ValueError(
+                f"{value!r} is not a configured queue; use one of {sorted(queues)}, "
+                "or null to deploy no example consumer"
+            )
+        return value
 
     @classmethod
     def from_context(cls, raw: Any) -> SundialSettings:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Environment, Stack
+from aws_cdk import CfnOutput, Duration, Environment, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.api import JobsApi
+from stacks.consumers import QueueConsumer
 from stacks.dispatch import DispatchSchedule
-from stacks.functions import JobFunctions
+from stacks.functions import EXAMPLE_CONSUMER_TIMEOUT, JobFunctions
 from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
@@ -17,7 +18,8 @@ from stacks.settings import SundialSettings
 
 
 class Sundial(Construct):
-    """Job table, job queues, functions, the one-minute dispatch tick and the HTTP API.
+    """Job table, job queues, functions, the one-minute dispatch tick, the HTTP API, and the
+    example consumer on settings.example_consumer_queue (if set).
 
     Usable as a construct library: drop it into any stack with a validated SundialSettings.
     """
@@ -38,6 +40,19 @@ class Sundial(Construct):
         )
         self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
         self.api = JobsApi(self, "Api", submit=self.functions.submit, jobs=self.functions.jobs)
+        self.example_consumer: QueueConsumer | None = None
+        example_queue = settings.example_consumer_queue
+        if example_queue is not None and self.functions.example_consumer is not None:
+            self.example_consumer = QueueConsumer(
+                self,
+                "ExampleConsumer",
+                queue=self.job_queues.queues[example_queue],
+                function=self.functions.example_consumer,
+                function_timeout=EXAMPLE_CONSUMER_TIMEOUT,
+                queue_visibility_timeout=Duration.seconds(
+                    settings.queues[example_queue].visibility_timeout_seconds
+                ),
+            )
 
     @property
     def table(self) -> dynamodb.Table:

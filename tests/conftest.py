@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import boto3
 import moto.core.utils
@@ -16,6 +17,9 @@ from moto import mock_aws
 from sundial.clock import ManualClock
 from sundial.wiring import Dependencies, configure
 from tests.support import QUEUES, TABLE, create_queues, create_table
+
+if TYPE_CHECKING:
+    from tests.infrastructure.synthesis import Synthesized
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 
@@ -75,6 +79,15 @@ def deps(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     return configure(clock=clock, environ=dict(os.environ))
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The CDK app synthesized once per session (starting jsii is slow), as `make synth` does."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from tests.infrastructure.synthesis import synthesize  # noqa: PLC0415 - starts jsii: only on demand
+
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
 
 
 __all__ = ["QUEUES"]

@@ -170,3 +170,12 @@ def test_cancel_running_or_finished_is_409(deps: Dependencies, status: str) -> N
     )
     code, error = _call("DELETE", f"/jobs/{created['id']}")
     assert code == 409 and status in error["message"]
+
+
+def test_a_json_body_sent_with_a_form_content_type_is_read_as_json(deps: Dependencies) -> None:
+    # Given curl -d, which labels the body application/x-www-form-urlencoded
+    event = http_api_event("POST", "/jobs", body='{"queue": "default", "delay_seconds": 60}')
+    event["headers"]["content-type"] = "application/x-www-form-urlencoded"
+    # Then the job is accepted as if it were labelled JSON
+    response = submit_lambda.handler(event, FakeLambdaContext())
+    assert response["statusCode"] == 201, response["body"]

@@ -12,6 +12,7 @@ from aws_cdk.assertions import Template
 from cdk_nag import AwsSolutionsChecks
 
 from app import STACK_NAME, build_app
+from stacks.functions import construct_name
 from stacks.sundial import SundialStack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +51,9 @@ class Synthesized:
         return self.stack.get_logical_id(resource)
 
     def function_id(self, name: str) -> str:
-        """The logical id of a Sundial function: "submit", "jobs", "fanout" or "sweeper"."""
-        return self.logical_id(f"Functions/{name.capitalize()}/Function")
+        """The logical id of a Sundial function by its lambdas/ directory name: "submit", "jobs",
+        "fanout", "sweeper" or "example_consumer"."""
+        return self.logical_id(f"Functions/{construct_name(name)}/Function")
 
     def function_properties(self, name: str) -> dict[str, Any]:
         properties: dict[str, Any] = self.resources("AWS::Lambda::Function")[

@@ -10,8 +10,8 @@ from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
-FUNCTIONS = ["submit", "jobs", "fanout", "sweeper"]
-TIMEOUTS = {"submit": 10, "jobs": 10, "fanout": 30, "sweeper": 60}
+FUNCTIONS = ["submit", "jobs", "fanout", "sweeper", "example_consumer"]
+TIMEOUTS = {"submit": 10, "jobs": 10, "fanout": 30, "sweeper": 60, "example_consumer": 5}
 COMMON_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
@@ -24,10 +24,11 @@ COMMON_ENVIRONMENT = {
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
 
 
-def test_exactly_the_four_sundial_functions(synthesized: Synthesized) -> None:
+def test_exactly_the_five_sundial_functions(synthesized: Synthesized) -> None:
     # Given the synthesized Sundial stack
     # When we count Lambda functions
-    # Then there are the four handlers and no helper functions (custom resources, log retention)
+    # Then there are the four Sundial handlers and the example consumer, and no helper functions
+    # (custom resources, log retention)
     synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS))
 
 

@@ -19,6 +19,14 @@ BASELINE = {
 }
 # What queue.grant_send_messages grants (the Get* calls are read-only queue metadata).
 SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+# What the SQS event source grants a consumer (queue.grant_consume_messages).
+CONSUME = {
+    "sqs:ReceiveMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+}
 EXPECTED = {
     "submit": {
         "dynamodb:GetItem",
@@ -36,6 +44,7 @@ EXPECTED = {
         "dynamodb:UpdateItem",
     }
     | SEND,
+    "example_consumer": CONSUME,
 }
 
 
@@ -113,7 +122,7 @@ def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:
     # Then it is the sweeper and the sweeper's own versions and aliases
     assert resources == [sweeper_arn, {"Fn::Join": ["", [sweeper_arn, ":*"]]}]
     # And nobody else may invoke functions
-    for name in ("submit", "jobs", "sweeper"):
+    for name in ("submit", "jobs", "sweeper", "example_consumer"):
         assert "lambda:InvokeFunction" not in synthesized.allowed(name)
 
 

@@ -35,6 +35,32 @@ def test_cdk_json_settings_are_valid() -> None:
     assert sorted(settings.queues) == ["default", "demo", "email"]
     assert settings.queues["demo"].max_receive_count == 3
     assert settings.queues["demo"].visibility_timeout_seconds == 30
+    # And the example consumer reads the demo queue (the default)
+    assert settings.example_consumer_queue == "demo"
+
+
+def test_example_consumer_can_be_turned_off() -> None:
+    # Given the cdk.json settings with example_consumer_queue set to null
+    # When they are validated
+    settings = SundialSettings.from_context(valid() | {"example_consumer_queue": None})
+
+    # Then no example consumer is wanted
+    assert settings.example_consumer_queue is None
+
+
+def test_example_consumer_queue_must_be_a_configured_queue() -> None:
+    # Given the cdk.json settings naming a queue that is not configured for the example consumer
+    raw = valid() | {"example_consumer_queue": "billing"}
+
+    # When they are validated
+    with pytest.raises(SettingsError) as raised:
+        SundialSettings.from_context(raw)
+
+    # Then the message names the key, the bad value and the queues it could be
+    message = str(raised.value)
+    assert "sundial.example_consumer_queue" in message
+    assert "'billing' is not a configured queue" in message
+    assert "['default', 'demo', 'email']" in message
 
 
 @pytest.mark.parametrize(
@@ -75,6 +101,8 @@ def test_cdk_json_settings_are_valid() -> None:
             "sundial.queues.email.visibility_timeout_seconds",
         ),
         ({"shard_cuont": 64}, "sundial.shard_cuont"),
+        ({"example_consumer_queue": "Demo"}, "sundial.example_consumer_queue"),
+        ({"example_consumer_queue": 7}, "sundial.example_consumer_queue"),
     ],
 )
 def test_bad_settings_are_rejected_naming_the_key(change: dict[str, Any], key: str) -> None:

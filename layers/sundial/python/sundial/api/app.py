@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -76,8 +76,21 @@ def _on_domain_error(error: SundialError) -> Response[str]:
     return error_response(status, ErrorBody(message=str(error), errors=errors))
 
 
+class JsonApiResolver(APIGatewayHttpResolver):
+    """Reads every request body as JSON, whatever its Content-Type: `curl -d` sends a form
+    content type, and parsing a JSON body as a form only produces baffling errors."""
+
+    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+        headers = event.get("headers") or {}
+        content_type = next((k for k in headers if k.lower() == "content-type"), None)
+        if content_type and "json" not in str(headers[content_type]).lower():
+            headers = {k: v for k, v in headers.items() if k != content_type}
+            event = {**event, "headers": {**headers, "content-type": "application/json"}}
+        return super().resolve(event, context)
+
+
 def build_resolver(*routers: Router) -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = JsonApiResolver(enable_validation=True)
     for router in routers:
         app.include_router(router)
     register: Callable[[Any], Callable[[Any], Any]] = app.exception_handler

@@ -1,0 +1,162 @@
+"""Hosts each Lambda function of the template in its own process, as Lambda would: the code
+from its asset folder, its layers, exactly the environment the template gives it, and its
+timeout. Invocations are serialised per function (one warm container each)."""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from sundial.local.template import FunctionSpec
+
+
+class InvocationError(Exception):
+    """The function raised, or timed out. Carries Lambda's errorType and errorMessage."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    emulator_url: str  # AWS_ENDPOINT_URL for every SDK call
+    lambda_url: str  # AWS_ENDPOINT_URL_LAMBDA: the runtime's own Invoke API
+    log_path: Path | None  # where function output goes; None means this process's stdout
+
+
+class FunctionHost:
+    def __init__(self, spec: FunctionSpec, options: HostOptions) -> None:
+        self.spec = spec
+        self._options = options
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._conn: Connection | None = None
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve,
+            args=(self.spec, self._environment(), child, self._options.log_path),
+            name=f"lambda:{self.spec.name}",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout=5)
+        self._process = None
+
+    def invoke(self, event: Any) -> Any:
+        """Run the handler once. Raises InvocationError for an error or a timeout."""
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self.start()
+            assert self._conn is not None
+            request_id = str(uuid.uuid4())
+            self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
+            # Allow for a cold start on top of the function's own timeout.
+            if not self._conn.poll(self.spec.timeout_s + 30):
+                self.stop()  # Lambda kills a timed-out container; the next call starts anew
+                raise InvocationError(
+                    "Sandbox.Timedout", f"timed out after {self.spec.timeout_s} s"
+                )
+            try:
+                outcome, payload = self._conn.recv()
+            except EOFError:
+                self.stop()  # the process died: a crash at import or in the handler
+                raise InvocationError(
+                    "Runtime.ExitError", "the function's process exited"
+                ) from None
+        if outcome == "error":
+            raise InvocationError(payload["errorType"], payload["errorMessage"])
+        return payload
+
+    def _environment(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SUNDIAL_"))}
+        return {
+            **base,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self._options.emulator_url,
+            "AWS_ENDPOINT_URL_LAMBDA": self._options.lambda_url,
+            "AWS_LAMBDA_FUNCTION_NAME": self.spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.spec.memory_mb),
+            "POWERTOOLS_TRACE_DISABLED": "1",  # no X-Ray daemon locally
+            **self.spec.environment,
+        }
+
+
+class _Context:
+    """The Lambda context object, as handlers see it."""
+
+    function_version = "$LATEST"
+
+    def __init__(self, spec: FunctionSpec, request_id: str, deadline: float) -> None:
+        self.function_name = spec.name
+        self.memory_limit_in_mb = spec.memory_mb
+        self.invoked_function_arn = spec.arn
+        self.aws_request_id = request_id
+        self.log_group_name = f"/aws/lambda/{spec.name}"
+        self.log_stream_name = f"local/{os.getpid()}"
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+def _serve(
+    spec: FunctionSpec, environment: dict[str, str], conn: Connection, log: Path | None
+) -> None:
+    """The 'container': load the handler like the Lambda Python runtime, then serve calls."""
+    os.environ.clear()
+    os.environ.update(environment)
+    if log is not None:
+        stream = log.open("a", buffering=1)
+        sys.stdout = sys.stderr = stream
+    # Layers' python/ folders, like /opt/python. A layer of pip-installed packages (the
+    # dependencies layer, built for Lambda's platform) is replaced by this venv's own copies of
+    # the same pinned versions.
+    for layer in reversed(spec.layer_dirs):
+        python_dir = layer / "python"
+        if python_dir.is_dir() and not any(python_dir.glob("*.dist-info")):
+            sys.path.insert(0, str(python_dir))
+    sys.path.insert(0, str(spec.code_dir))
+    module_name, _, function_name = spec.handler.rpartition(".")
+    module_path = spec.code_dir / f"{module_name.replace('.', '/')}.py"
+    module_spec = importlib.util.spec_from_file_location(module_name, module_path)
+    if module_spec is None or module_spec.loader is None:
+        raise SystemExit(f"{spec.name}: cannot load handler module {module_path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    handler = getattr(module, function_name)
+    while True:
+        try:
+            event, request_id, deadline = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        try:
+            result = handler(event, _Context(spec, request_id, deadline))
+            conn.send(("ok", result))
+        except Exception as error:
+            traceback.print_exc()
+            conn.send(("error", {"errorType": type(error).__name__, "errorMessage": str(error)}))

@@ -1,0 +1,202 @@
+"""The HTTP front door: API Gateway (HTTP API, payload 2.0) routes from the template, and the
+Lambda Invoke API (so a function's own `lambda.invoke` call, e.g. the fan-out's async invoke
+of sweepers, reaches the local function by the name the template gives it)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from sundial.local.functions import FunctionHost, InvocationError
+from sundial.local.template import ACCOUNT_ID, REGION, RouteSpec
+
+log = logging.getLogger("sundial.local")
+_INVOKE_PREFIX = "/2015-03-31/functions/"
+
+
+class Gateway:
+    def __init__(
+        self,
+        *,
+        routes: list[RouteSpec],
+        hosts: dict[str, FunctionHost],  # by logical id
+        async_pool: ThreadPoolExecutor,
+        on_request: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.routes = routes
+        self.hosts = hosts
+        self.by_name = {host.spec.name: host for host in hosts.values()}
+        self.async_pool = async_pool
+        self.on_request = on_request
+
+    def serve(self, host: str, port: int) -> ThreadingHTTPServer:
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                gateway.handle(self)
+
+            def do_POST(self) -> None:
+                gateway.handle(self)
+
+            def do_PUT(self) -> None:
+                gateway.handle(self)
+
+            def do_DELETE(self) -> None:
+                gateway.handle(self)
+
+            def do_PATCH(self) -> None:
+                gateway.handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug(format, *args)
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        return server
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        path = urlsplit(request.path).path
+        if path.startswith(_INVOKE_PREFIX) and request.command == "POST":
+            status, headers, payload = self._invoke_api(request, path, body)
+        else:
+            status, headers, payload = self._api_route(request, body)
+        request.send_response(status)
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.send_header("Content-Length", str(len(payload)))
+        request.end_headers()
+        request.wfile.write(payload)
+        if self.on_request is not None:
+            self.on_request(f"{request.command} {path}", status)
+
+    # -- API Gateway HTTP API ---------------------------------------------------------------
+
+    def _api_route(
+        self, request: BaseHTTPRequestHandler, body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        split = urlsplit(request.path)
+        for route in self.routes:
+            match = route.pattern.match(split.path)
+            if route.method == request.command and match:
+                break
+        else:
+            return 404, {"Content-Type": "application/json"}, b'{"message":"Not Found"}'
+        event = _http_api_event(request, route, split.path, split.query, body, match.groupdict())
+        try:
+            result = self.hosts[route.function].invoke(event)
+        except InvocationError as error:
+            log.error("%s failed: %s", route.function, error)
+            return 500, {"Content-Type": "application/json"}, b'{"message":"Internal Server Error"}'
+        return _http_api_response(result)
+
+    # -- Lambda Invoke API ------------------------------------------------------------------
+
+    def _invoke_api(
+        self, request: BaseHTTPRequestHandler, path: str, body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        name = unquote(path.removeprefix(_INVOKE_PREFIX).split("/")[0]).split(":")[-1]
+        host = self.by_name.get(name)
+        if host is None:
+            error = {
+                "Type": "User",
+                "message": f"Function not found: {_function_arn(name)}",
+            }
+            headers = {
+                "Content-Type": "application/json",
+                "x-amzn-ErrorType": "ResourceNotFoundException",
+            }
+            return 404, headers, json.dumps(error).encode()
+        event = json.loads(body or b"{}")
+        if request.headers.get("X-Amz-Invocation-Type") == "Event":
+            self.async_pool.submit(_invoke_logged, host, event)
+            return 202, {"Content-Type": "application/json"}, b""
+        try:
+            result = host.invoke(event)
+        except InvocationError as error:
+            payload = json.dumps({"errorType": error.error_type, "errorMessage": error.message})
+            headers = {"Content-Type": "application/json", "X-Amz-Function-Error": "Unhandled"}
+            return 200, headers, payload.encode()
+        return 200, {"Content-Type": "application/json"}, json.dumps(result).encode()
+
+
+def _function_arn(name: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{name}"
+
+
+def _invoke_logged(host: FunctionHost, event: Any) -> None:
+    try:
+        host.invoke(event)
+    except InvocationError as error:
+        log.error("async invoke of %s failed: %s", host.spec.name, error)
+
+
+def _http_api_event(  # noqa: PLR0917 - one request's parts, all needed
+    request: BaseHTTPRequestHandler,
+    route: RouteSpec,
+    path: str,
+    query: str,
+    body: bytes,
+    path_parameters: dict[str, str],
+) -> dict[str, Any]:
+    """The event API Gateway HTTP API sends a Lambda proxy integration (payload format 2.0)."""
+    if route.payload_version != "2.0":
+        raise ValueError(f"payload format {route.payload_version} is not emulated")
+    now = datetime.now(tz=UTC)
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    try:
+        text, encoded = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode(), True
+    route_key = f"{route.method} {route.path}"
+    return {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": ACCOUNT_ID,
+            "apiId": "local",
+            "domainName": headers.get("host", "127.0.0.1"),
+            "domainPrefix": "local",
+            "http": {
+                "method": request.command,
+                "path": path,
+                "protocol": request.request_version,
+                "sourceIp": request.client_address[0],
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": uuid.uuid4().hex[:16],
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "pathParameters": path_parameters or None,
+        "body": text if body else None,
+        "isBase64Encoded": encoded,
+    }
+
+
+def _http_api_response(result: Any) -> tuple[int, dict[str, str], bytes]:
+    """Map a handler's return value to HTTP as API Gateway does for payload format 2.0."""
+    if not isinstance(result, dict) or "statusCode" not in result:
+        return 200, {"Content-Type": "application/json"}, json.dumps(result).encode()
+    headers = {k: str(v) for k, v in (result.get("headers") or {}).items()}
+    body = result.get("body") or ""
+    payload = base64.b64decode(body) if result.get("isBase64Encoded") else str(body).encode()
+    return int(result["statusCode"]), headers, payload

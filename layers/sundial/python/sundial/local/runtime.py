@@ -1,0 +1,152 @@
+"""Starts and stops the whole local system: emulator, resources, functions, API, triggers."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import socket
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import boto3
+from moto.server import ThreadedMotoServer
+
+from sundial.local.functions import FunctionHost, HostOptions
+from sundial.local.gateway import Gateway
+from sundial.local.provision import assign_names, create_resources
+from sundial.local.template import LocalTemplate, TemplateError
+from sundial.local.triggers import QueuePoller, ScheduleRunner
+
+log = logging.getLogger("sundial.local")
+
+
+class PortInUse(Exception):
+    def __init__(self, port: int, variable: str) -> None:
+        super().__init__(f"port {port} is already in use: set {variable} to a free port")
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    assembly_dir: Path = Path("cdk.out")
+    stack_name: str = "Sundial"
+    host: str = "127.0.0.1"
+    api_port: int = 8000
+    emulator_port: int = 5000
+    log_path: Path | None = None
+    run_schedules: bool = True
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.host}:{self.api_port}"
+
+    @property
+    def emulator_url(self) -> str:
+        return f"http://{self.host}:{self.emulator_port}"
+
+
+def check_port_free(host: str, port: int, variable: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise PortInUse(port, variable) from None
+            raise
+
+
+class LocalRuntime:
+    def __init__(self, config: LocalConfig) -> None:
+        self.config = config
+        self.stop_event = threading.Event()
+        self.counts: Counter[str] = Counter()  # "<queue>:done|failed" from event source mappings
+        self.template = LocalTemplate.load(config.assembly_dir, config.stack_name)
+        self.session = boto3.Session(
+            aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+        )
+        self.hosts: dict[str, FunctionHost] = {}
+        self.queue_names: dict[str, str] = {}  # queue name -> URL, for people
+        self._emulator: ThreadedMotoServer | None = None
+        self._server: ThreadingHTTPServer | None = None
+        self._async_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="async-invoke")
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        config = self.config
+        check_port_free(config.host, config.emulator_port, "SUNDIAL_EMULATOR_PORT")
+        check_port_free(config.host, config.api_port, "SUNDIAL_API_PORT")
+        self._emulator = ThreadedMotoServer(
+            ip_address=config.host, port=config.emulator_port, verbose=False
+        )
+        self._emulator.start()
+        assign_names(self.template, config.emulator_url)
+        create_resources(self.template, self.session, config.emulator_url)
+        options = HostOptions(
+            emulator_url=config.emulator_url, lambda_url=config.api_url, log_path=config.log_path
+        )
+        self.hosts = {
+            lid: FunctionHost(spec, options) for lid, spec in self.template.functions().items()
+        }
+        for host in self.hosts.values():
+            host.start()
+        gateway = Gateway(
+            routes=self.template.routes(), hosts=self.hosts, async_pool=self._async_pool
+        )
+        self._server = gateway.serve(config.host, config.api_port)
+        self._start_thread(
+            threading.Thread(target=self._server.serve_forever, name="api", daemon=True)
+        )
+        sqs = self.session.client("sqs", endpoint_url=config.emulator_url)
+        for lid in self.template.of_type("AWS::SQS::Queue"):
+            self.queue_names[self.template.get_att(lid, "QueueName")] = self.template.physical[lid]
+        for source in self.template.event_sources():
+            name = self.template.get_att(source.queue, "QueueName")
+            self._start_thread(
+                QueuePoller(
+                    source,
+                    queue_url=self.template.physical[source.queue],
+                    queue_arn=self.template.get_att(source.queue, "Arn"),
+                    target=self.hosts[source.function],
+                    sqs=sqs,
+                    stop=self.stop_event,
+                    counts=self.counts,
+                    queue_name=name,
+                )
+            )
+        if config.run_schedules:
+            for schedule in self.template.schedules():
+                targets = [self.hosts[t] for t in schedule.targets]
+                self._start_thread(ScheduleRunner(schedule, targets, self.stop_event))
+
+    def _start_thread(self, thread: threading.Thread) -> None:
+        thread.start()
+        self._threads.append(thread)
+
+    def job_queue_urls(self) -> dict[str, str]:
+        """The job queues' URLs by Sundial queue name, as the functions' environment has them."""
+        submit = next(h for h in self.hosts.values() if "SUNDIAL_QUEUE_URLS" in h.spec.environment)
+        urls: dict[str, str] = json.loads(submit.spec.environment["SUNDIAL_QUEUE_URLS"])
+        return urls
+
+    def table_name(self) -> str:
+        tables = list(self.template.of_type("AWS::DynamoDB::Table"))
+        if len(tables) != 1:
+            raise TemplateError("expected exactly one DynamoDB table")
+        return self.template.physical[tables[0]]
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=3)
+        self._async_pool.shutdown(wait=False, cancel_futures=True)
+        for host in self.hosts.values():
+            host.stop()
+        if self._emulator is not None:
+            self._emulator.stop()

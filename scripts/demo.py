@@ -1,0 +1,106 @@
+"""`make demo`: submits a realistic mix of jobs to a running `make run` and shows what happened.
+
+Immediate jobs, jobs 5 to 60 s out, one 20 minutes out (it waits in the table for the sweeper),
+a batch, a cancel, an idempotent repeat and one bad request. Reads SUNDIAL_HOST and
+SUNDIAL_API_PORT like `make run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+HOST = os.environ.get("SUNDIAL_HOST", "127.0.0.1")
+API = f"http://{HOST}:{os.environ.get('SUNDIAL_API_PORT', '8000')}"
+
+
+def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"{API}{path}", data=data, method=method, headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def show(label: str, status: int, body: Any) -> None:
+    summary = body.get("status") or body.get("message") if isinstance(body, dict) else body
+    job_id = body.get("id", "") if isinstance(body, dict) else ""
+    print(f"{status}  {label:<44} {job_id:<37} {summary}")
+
+
+def main() -> int:
+    try:
+        call("GET", "/jobs/ping")
+    except urllib.error.URLError:
+        print(f"Nothing answers at {API}: start `make run` first.", file=sys.stderr)
+        return 1
+    rng = random.Random()
+    for n in range(3):
+        status, job = call(
+            "POST",
+            "/jobs",
+            {
+                "queue": "demo",
+                "delay_seconds": 0,
+                "priority": "critical",
+                "payload": {"kind": "welcome-email", "n": n},
+            },
+        )
+        show("immediate, critical (demo)", status, job)
+    delayed = []
+    for n in range(8):
+        delay = rng.randint(5, 60)
+        queue = rng.choice(["demo", "default", "email"])
+        status, job = call(
+            "POST",
+            "/jobs",
+            {"queue": queue, "delay_seconds": delay, "payload": {"kind": "reminder", "n": n}},
+        )
+        show(f"in {delay:>2} s ({queue})", status, job)
+        delayed.append(job)
+    status, job = call(
+        "POST", "/jobs", {"queue": "demo", "delay_seconds": 1200, "payload": {"kind": "report"}}
+    )
+    show("in 20 min: pending until a sweep claims it", status, job)
+    status, batch = call(
+        "POST",
+        "/jobs/batch",
+        {
+            "jobs": [
+                {"queue": "demo", "delay_seconds": 5 * i, "payload": {"kind": "batch", "i": i}}
+                for i in range(5)
+            ]
+        },
+    )
+    print(
+        f"{status}  batch of 5 (demo, 0-20 s)                    "
+        + ", ".join(str(r["status_code"]) for r in batch["results"])
+    )
+    victim = delayed[-1]
+    status, cancelled = call("DELETE", f"/jobs/{victim['id']}")
+    show("cancel the last delayed job", status, cancelled)
+    key = f"demo-{int(time.time())}"
+    for attempt in ("first", "repeat"):
+        status, job = call(
+            "POST", "/jobs", {"queue": "email", "delay_seconds": 30, "idempotency_key": key}
+        )
+        show(f"idempotency_key, {attempt} (201 then 200)", status, job)
+    status, error = call("POST", "/jobs", {"queue": "nope", "run_at": "tomorrow"})
+    show("bad request: 400 naming the fields", status, error)
+    print("\nWatch them move in the `make run` window. Get one:")
+    print(f"  curl -s {API}/jobs/{delayed[0]['id']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Consumers: a Lambda function attached to one Sundial queue by an SQS event source mapping."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+# AWS guidance: a queue's visibility timeout should be at least six times the timeout of the
+# function it triggers, so a batch can be retried after a throttle before it becomes visible
+# again to another poller (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+VISIBILITY_TO_TIMEOUT_RATIO = 6
+# AWS limits of an SQS event source mapping (standard queue).
+MIN_BATCH_SIZE, MAX_BATCH_SIZE = 1, 10_000
+MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1_000
+DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(1)
+
+
+class QueueConsumer(Construct):
+    """Feeds `queue` to `function` in batches, with partial batch failures.
+
+    The function must return `{"batchItemFailures": [...]}` (Powertools' `BatchProcessor` does):
+    only the records it lists are retried, and SQS redrives each to the queue's DLQ after the
+    queue's `max_receive_count`. The event source grants the function exactly what consuming
+    needs on this queue (receive, delete, change visibility, queue attributes).
+
+    `function_timeout` and `queue_visibility_timeout` are passed in because neither an
+    `IFunction` nor an `IQueue` exposes them; they must be the values actually configured. The
+    props are checked at synth: the visibility timeout must be at least 6 x the function timeout,
+    `batch_size` 1..10000 and `max_concurrency` 2..1000. A bad value raises ValueError.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queue: sqs.IQueue,
+        function: lambda_.IFunction,
+        function_timeout: Duration,
+        queue_visibility_timeout: Duration,
+        batch_size: int = 10,
+        max_batching_window: Duration = DEFAULT_MAX_BATCHING_WINDOW,
+        max_concurrency: int = 2,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        timeout_s = function_timeout.to_seconds(integral=False)
+        visibility_s = queue_visibility_timeout.to_seconds(integral=False)
+        if visibility_s < VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:
+            raise ValueError(
+                f"{self.node.path}: the queue visibility timeout ({visibility_s:g} s) must be at "
+                f"least {VISIBILITY_TO_TIMEOUT_RATIO} x the function timeout ({timeout_s:g} s), "
+                f"i.e. >= {VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:g} s"
+            )
+        if not MIN_BATCH_SIZE <= batch_size <= MAX_BATCH_SIZE:
+            raise ValueError(
+                f"{self.node.path}: batch_size must be {MIN_BATCH_SIZE}..{MAX_BATCH_SIZE}, "
+                f"got {batch_size}"
+            )
+        if not MIN_MAX_CONCURRENCY <= max_concurrency <= MAX_MAX_CONCURRENCY:
+            raise ValueError(
+                f"{self.node.path}: max_concurrency must be "
+                f"{MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {max_concurrency}"
+            )
+        self.queue = queue
+        self.function = function
+        self.event_source = event_sources.SqsEventSource(
+            queue,
+            batch_size=batch_size,
+            max_batching_window=max_batching_window,
+            max_concurrency=max_concurrency,
+            report_batch_item_failures=True,
+        )
+        function.add_event_source(self.event_source)

@@ -1,0 +1,169 @@
+"""Consumers: the example consumer fed by the demo queue, and QueueConsumer's synth-time checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk.assertions import Template
+
+from stacks.consumers import QueueConsumer
+from stacks.settings import SundialSettings
+from stacks.sundial import SundialStack
+from tests.infrastructure.synthesis import Synthesized, cdk_json_context
+
+pytestmark = pytest.mark.infra
+
+
+def _mapping(synthesized: Synthesized) -> dict[str, Any]:
+    mappings = list(synthesized.resources("AWS::Lambda::EventSourceMapping").values())
+    assert len(mappings) == 1
+    properties: dict[str, Any] = mappings[0]["Properties"]
+    return properties
+
+
+def test_demo_queue_feeds_the_example_consumer(synthesized: Synthesized) -> None:
+    # Given the synthesized Sundial stack (example_consumer_queue defaults to "demo")
+    # When we look for event source mappings
+    # Then there is exactly one: from the demo queue to the example consumer
+    synthesized.template.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
+    properties = _mapping(synthesized)
+    assert properties["EventSourceArn"] == {
+        "Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]
+    }
+    assert properties["FunctionName"] == {"Ref": synthesized.function_id("example_consumer")}
+
+
+def test_example_consumer_mapping_reports_partial_batch_failures(
+    synthesized: Synthesized,
+) -> None:
+    # Given the example consumer's event source mapping
+    properties = _mapping(synthesized)
+
+    # Then it takes batches of 10, waiting at most 1 s to fill one
+    assert properties["BatchSize"] == 10
+    assert properties["MaximumBatchingWindowInSeconds"] == 1
+    # And only the records the function lists as failed are retried
+    assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # And at most two concurrent invocations drain the queue (the lowest value SQS allows)
+    assert properties["ScalingConfig"] == {"MaximumConcurrency": 2}
+
+
+def test_demo_queue_visibility_covers_six_example_consumer_timeouts(
+    synthesized: Synthesized,
+) -> None:
+    # Given the demo queue and the example consumer, as synthesized
+    queue = synthesized.resources("AWS::SQS::Queue")[synthesized.logical_id("JobQueues/demo")]
+    timeout = synthesized.function_properties("example_consumer")["Timeout"]
+
+    # Then the queue's visibility timeout is at least 6 x the function timeout (AWS guidance)
+    assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
+
+
+def test_example_consumer_may_consume_the_demo_queue_only(synthesized: Synthesized) -> None:
+    # Given the example consumer's role
+    allowed = synthesized.allowed("example_consumer")
+    demo_arn = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
+
+    # When we look at its SQS actions
+    sqs_actions = {action: resources for action, resources in allowed.items() if "sqs:" in action}
+
+    # Then each applies to the demo queue alone: no other queue, no DLQ, and it may not send
+    assert "sqs:SendMessage" not in sqs_actions
+    assert "sqs:ReceiveMessage" in sqs_actions
+    for action, resources in sqs_actions.items():
+        assert resources == [demo_arn], action
+    # And it has no access to the job table
+    assert not [action for action in allowed if action.startswith("dynamodb:")]
+
+
+def test_no_example_consumer_when_its_queue_is_unset() -> None:
+    # Given the cdk.json settings with example_consumer_queue set to null
+    settings = SundialSettings.from_context(
+        cdk_json_context()["sundial"] | {"example_consumer_queue": None}
+    )
+
+    # When the stack is built
+    stack = SundialStack(cdk.App(), "NoExample", settings=settings)
+    template = Template.from_stack(stack)
+
+    # Then there is no example consumer and nothing reads a queue
+    assert stack.sundial.example_consumer is None
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 0)
+    template.resource_count_is("AWS::Lambda::Function", 4)
+
+
+def _attach(**props: Any) -> Callable[[], QueueConsumer]:
+    """A QueueConsumer on a fresh queue and function, with `props` overriding the defaults."""
+
+    def build() -> QueueConsumer:
+        stack = cdk.Stack(cdk.App(), "Consumers")
+        queue = sqs.Queue(stack, "Queue", visibility_timeout=cdk.Duration.seconds(30))
+        function = lambda_.Function(
+            stack,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            handler="index.handler",
+            code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+            timeout=cdk.Duration.seconds(5),
+        )
+        return QueueConsumer(
+            stack,
+            "Consumer",
+            queue=queue,
+            function=function,
+            **{
+                "function_timeout": cdk.Duration.seconds(5),
+                "queue_visibility_timeout": cdk.Duration.seconds(30),
+                **props,
+            },
+        )
+
+    return build
+
+
+def test_queue_consumer_accepts_visibility_of_exactly_six_timeouts() -> None:
+    # Given a 5 s function on a queue with a 30 s visibility timeout
+    # When they are attached with the default props
+    consumer = _attach()()
+
+    # Then the function gets an SQS event source mapping with partial batch failures
+    Template.from_stack(cdk.Stack.of(consumer)).has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"BatchSize": 10, "FunctionResponseTypes": ["ReportBatchItemFailures"]},
+    )
+
+
+def test_queue_consumer_rejects_visibility_below_six_timeouts() -> None:
+    # Given a 10 s function and a queue whose visibility timeout is 30 s (< 6 x 10 s)
+    build = _attach(function_timeout=cdk.Duration.seconds(10))
+
+    # When they are attached
+    # Then synth stops with an error naming both numbers
+    with pytest.raises(ValueError, match=r"visibility timeout \(30 s\).*function timeout \(10 s\)"):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be 1..10000, got 0"),
+        ({"batch_size": 10_001}, "batch_size must be 1..10000, got 10001"),
+        ({"max_concurrency": 1}, "max_concurrency must be 2..1000, got 1"),
+        ({"max_concurrency": 1_001}, "max_concurrency must be 2..1000, got 1001"),
+    ],
+)
+def test_queue_consumer_rejects_props_outside_aws_limits(
+    props: dict[str, int], message: str
+) -> None:
+    # Given a batch size or concurrency outside what an SQS event source mapping allows
+    build = _attach(**props)
+
+    # When the consumer is attached
+    # Then synth stops with an error naming the prop, its range and the value
+    with pytest.raises(ValueError, match=message):
+        build()

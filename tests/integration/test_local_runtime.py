@@ -1,0 +1,239 @@
+"""`make run` for real: the local runtime started as a subprocess on free ports, from a freshly
+synthesized cloud assembly, driven over HTTP and read with boto3 like any client would."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.ids import JobKey
+from sundial.submission import parse_rfc3339
+from tests.infrastructure.synthesis import Synthesized
+
+JOBS = 100
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[str]
+    api: str
+    emulator: str
+    startup_s: float
+    env: dict[str, str]
+
+
+def _start(
+    synthesized: Synthesized, tmp_path: Path, api_port: int, emulator_port: int
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "SUNDIAL_CDK_OUT": str(synthesized.outdir),
+        "SUNDIAL_API_PORT": str(api_port),
+        "SUNDIAL_EMULATOR_PORT": str(emulator_port),
+        "SUNDIAL_LOG": str(tmp_path / "functions.log"),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "sundial.local"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def running(
+    synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Running]:
+    tmp_path = tmp_path_factory.mktemp("local")
+    api_port, emulator_port = _free_port(), _free_port()
+    started = time.monotonic()
+    process = _start(synthesized, tmp_path, api_port, emulator_port)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("SUNDIAL_READY"):
+            break
+    else:
+        pytest.fail(f"the local runtime exited with {process.wait()} before it was ready")
+    ready = Running(
+        process=process,
+        api=f"http://127.0.0.1:{api_port}",
+        emulator=f"http://127.0.0.1:{emulator_port}",
+        startup_s=time.monotonic() - started,
+        env={"api_port": str(api_port), "emulator_port": str(emulator_port)},
+    )
+    threading.Thread(target=lambda: [None for _ in process.stdout or []], daemon=True).start()
+    yield ready
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=20)
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def _sqs(running: Running) -> Any:
+    return boto3.client(
+        "sqs",
+        endpoint_url=running.emulator,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def test_100_jobs_arrive_once_on_time(running: Running) -> None:
+    sqs = _sqs(running)
+    job_queues = [u for u in sqs.list_queues()["QueueUrls"] if "dlq" not in u and "demo" not in u]
+    assert len(job_queues) == 2  # default and email, each read by this test only
+    arrivals: dict[str, list[int]] = defaultdict(list)
+    stop = threading.Event()
+
+    def consume(url: str) -> None:
+        client = _sqs(running)
+        while not stop.is_set():
+            messages = client.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+            ).get("Messages", [])
+            now_ms = time.time_ns() // 1_000_000
+            for message in messages:
+                arrivals[json.loads(message["Body"])["id"]].append(now_ms)
+                client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    consumers = [threading.Thread(target=consume, args=(url,), daemon=True) for url in job_queues]
+    for consumer in consumers:
+        consumer.start()
+    # Given 100 jobs submitted over HTTP with delays of 1 to 20 s
+    rng = random.Random(7)
+    due: dict[str, int] = {}
+    for n in range(JOBS):
+        body = {
+            "queue": rng.choice(["default", "email"]),
+            "delay_seconds": rng.randint(1, 20),
+            "payload": {"n": n},
+        }
+        status, created = _http("POST", f"{running.api}/jobs", body)
+        assert status == 201, created
+        due[created["id"]] = parse_rfc3339(created["run_at"])
+    # When they come due and a consumer reads them from the emulator's SQS
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(arrivals) < JOBS:
+        time.sleep(0.2)
+    time.sleep(1.5)  # a duplicate would surface now
+    stop.set()
+    # Then each arrived exactly once, none before its due second
+    assert set(arrivals) == set(due)
+    assert all(len(times) == 1 for times in arrivals.values())
+    lateness = sorted(arrivals[j][0] - due[j] for j in due)
+    assert all(arrivals[j][0] >= due[j] // 1000 * 1000 for j in due)
+    p50 = statistics.median(lateness)
+    p95 = lateness[int(0.95 * len(lateness)) - 1]
+    print(
+        f"\nlocal runtime: started in {running.startup_s:.2f} s; lateness over {JOBS} jobs: "
+        f"p50 {p50:.0f} ms, p95 {p95} ms, max {lateness[-1]} ms, min {lateness[0]} ms"
+    )
+    assert p95 < 1500
+
+
+def test_cancel_and_errors_over_http(running: Running) -> None:
+    status, job = _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": 3600})
+    assert (status, job["status"]) == (201, "pending")
+    assert _http("DELETE", f"{running.api}/jobs/{job['id']}") == (
+        200,
+        {"id": job["id"], "status": "cancelled"},
+    )
+    assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "cancelled"
+    status, error = _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": -1})
+    assert status == 400 and error["errors"][0]["field"] == "delay_seconds"
+    status, error = _http("GET", f"{running.api}/jobs/not-an-id")
+    assert status == 400 and error["errors"][0]["field"] == "job_id"
+    unknown = job["id"][:-6] + ("A" if job["id"][-6] != "A" else "B") + job["id"][-5:]
+    assert _http("GET", f"{running.api}/jobs/{unknown}")[0] in (400, 404)
+    assert _http("GET", f"{running.api}/jobs/{_unknown_id()}")[0] == 404
+    keyed = {"queue": "email", "delay_seconds": 3600, "idempotency_key": "order-1"}
+    assert _http("POST", f"{running.api}/jobs", keyed)[0] == 201
+    status, error = _http("POST", f"{running.api}/jobs", {**keyed, "payload": "different"})
+    assert status == 409 and "idempotency_key" in error["message"]
+    assert _http("GET", f"{running.api}/nowhere")[0] == 404
+
+
+def _unknown_id() -> str:
+    return JobKey(shard=0, due_ms=1_900_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
+
+
+def test_the_emulator_holds_the_templates_resources(running: Running) -> None:
+    session = boto3.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
+    )
+    dynamodb = session.client("dynamodb", endpoint_url=running.emulator)
+    [table] = dynamodb.list_tables()["TableNames"]
+    description = dynamodb.describe_table(TableName=table)["Table"]
+    assert [k["AttributeName"] for k in description["KeySchema"]] == ["pk", "sk"]
+    assert description["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert (
+        dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]["AttributeName"]
+        == "expires_at"
+    )
+    sqs = session.client("sqs", endpoint_url=running.emulator)
+    redrives = {}
+    for url in sqs.list_queues()["QueueUrls"]:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        if "RedrivePolicy" in attributes:
+            redrives[url.rsplit("/", 1)[1]] = json.loads(attributes["RedrivePolicy"])[
+                "maxReceiveCount"
+            ]
+    assert sorted(redrives.values()) == [3, 5, 5]
+    [rule] = session.client("events", endpoint_url=running.emulator).list_rules()["Rules"]
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+
+
+def test_a_busy_port_names_the_variable_to_change(
+    running: Running, synthesized: Synthesized, tmp_path: Path
+) -> None:
+    second = _start(synthesized, tmp_path, _free_port(), int(running.env["emulator_port"]))
+    output, _ = second.communicate(timeout=60)
+    assert second.returncode == 2
+    assert "SUNDIAL_EMULATOR_PORT" in output
+
+
+def test_ctrl_c_stops_everything(synthesized: Synthesized, tmp_path: Path) -> None:
+    process = _start(synthesized, tmp_path, _free_port(), _free_port())
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("SUNDIAL_READY"):
+            break
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=20) == 0
