@@ -55,6 +55,7 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGHUP, request_stop)  # the terminal went away
     started = time.monotonic()
     try:
         runtime = LocalRuntime(config)

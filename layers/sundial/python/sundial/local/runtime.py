@@ -64,6 +64,7 @@ class LocalRuntime:
         self.config = config
         self.stop_event = threading.Event()
         self.counts: Counter[str] = Counter()  # "<queue>:done|failed" from event source mappings
+        self.consumed_queues: set[str] = set()  # Sundial queues with an event source mapping
         self.template = LocalTemplate.load(config.assembly_dir, config.stack_name)
         self.session = boto3.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
@@ -103,12 +104,15 @@ class LocalRuntime:
         sqs = self.session.client("sqs", endpoint_url=config.emulator_url)
         for lid in self.template.of_type("AWS::SQS::Queue"):
             self.queue_names[self.template.get_att(lid, "QueueName")] = self.template.physical[lid]
+        sundial_names = {url: name for name, url in self.job_queue_urls().items()}
         for source in self.template.event_sources():
-            name = self.template.get_att(source.queue, "QueueName")
+            url = self.template.physical[source.queue]
+            name = sundial_names.get(url, self.template.get_att(source.queue, "QueueName"))
+            self.consumed_queues.add(name)
             self._start_thread(
                 QueuePoller(
                     source,
-                    queue_url=self.template.physical[source.queue],
+                    queue_url=url,
                     queue_arn=self.template.get_att(source.queue, "Arn"),
                     target=self.hosts[source.function],
                     sqs=sqs,

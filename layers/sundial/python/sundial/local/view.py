@@ -85,7 +85,7 @@ def status_table(runtime: LocalRuntime, dynamodb: Any, sqs: Any) -> Table:
             attributes.get("ApproximateNumberOfMessagesDelayed", "0"),
             attributes.get("ApproximateNumberOfMessages", "0"),
             attributes.get("ApproximateNumberOfMessagesNotVisible", "0"),
-            str(consumed) if any(k.startswith(f"{name}:") for k in runtime.counts) else "-",
+            str(consumed) if name in runtime.consumed_queues else "-",
             str(by_status["cancelled"]),
             str(other),
         )
