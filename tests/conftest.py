@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from sundial.clock import ManualClock
 from sundial.wiring import Dependencies, configure
-from tests.support import QUEUES, TABLE, create_queues, create_table
+from tests.support import TABLE, create_queues, create_table
 
 if TYPE_CHECKING:
     from tests.infrastructure.synthesis import Synthesized
@@ -89,5 +89,3 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
 
-
-__all__ = ["QUEUES"]
