@@ -1,8 +1,10 @@
-"""Consumers: a Lambda function attached to one Sundial queue by an SQS event source mapping."""
+"""Consumers: a Lambda function attached to one Sundial queue by an SQS event source mapping,
+with the permissions the consumer SDK (sundial.consumer) needs for the job lifecycle."""
 
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
@@ -16,6 +18,10 @@ VISIBILITY_TO_TIMEOUT_RATIO = 6
 MIN_BATCH_SIZE, MAX_BATCH_SIZE = 1, 10_000
 MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1_000
 DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(1)
+# What the consumer SDK does on the job table: read the job (the fence), conditionally update
+# it (running / succeeded / failed / dead), and put a retry-timer item for a retry due beyond
+# SQS's 15-minute DelaySeconds.
+CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
 
 
 class QueueConsumer(Construct):
@@ -23,8 +29,12 @@ class QueueConsumer(Construct):
 
     The function must return `{"batchItemFailures": [...]}` (Powertools' `BatchProcessor` does):
     only the records it lists are retried, and SQS redrives each to the queue's DLQ after the
-    queue's `max_receive_count`. The event source grants the function exactly what consuming
-    needs on this queue (receive, delete, change visibility, queue attributes).
+    queue's `max_receive_count`.
+
+    Permissions, and nothing else: the event source grants what consuming needs on this queue
+    (receive, delete, change visibility for heartbeats, queue attributes); the function may
+    also get, update and put items in `table`, send to `queue` (retries, as new messages with
+    DelaySeconds) and, if given, send to `dead_letter_queue` (jobs that are dead).
 
     `function_timeout` and `queue_visibility_timeout` are passed in because neither an
     `IFunction` nor an `IQueue` exposes them; they must be the values actually configured. The
@@ -39,6 +49,8 @@ class QueueConsumer(Construct):
         *,
         queue: sqs.IQueue,
         function: lambda_.IFunction,
+        table: dynamodb.ITable,
+        dead_letter_queue: sqs.IQueue | None = None,
         function_timeout: Duration,
         queue_visibility_timeout: Duration,
         batch_size: int = 10,
@@ -66,6 +78,8 @@ class QueueConsumer(Construct):
             )
         self.queue = queue
         self.function = function
+        self.table = table
+        self.dead_letter_queue = dead_letter_queue
         self.event_source = event_sources.SqsEventSource(
             queue,
             batch_size=batch_size,
@@ -73,4 +87,9 @@ class QueueConsumer(Construct):
             max_concurrency=max_concurrency,
             report_batch_item_failures=True,
         )
+        # Receive, delete, ChangeMessageVisibility (heartbeat), GetQueueAttributes, GetQueueUrl.
         function.add_event_source(self.event_source)
+        table.grant(function, *CONSUMER_TABLE_ACTIONS)
+        queue.grant_send_messages(function)
+        if dead_letter_queue is not None:
+            dead_letter_queue.grant_send_messages(function)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -14,7 +15,13 @@ from constructs import Construct
 
 from stacks.nag import acknowledge
 from stacks.paths import ASSET_EXCLUDES, LAMBDAS_DIR
-from stacks.settings import LAMBDA_ARCH, LAMBDA_RUNTIME, LOG_RETENTION, SundialSettings
+from stacks.settings import (
+    LAMBDA_ARCH,
+    LAMBDA_RUNTIME,
+    LOG_RETENTION,
+    QueueSettings,
+    SundialSettings,
+)
 
 HANDLER = "handler.handler"
 MEMORY_MB = 256
@@ -28,6 +35,11 @@ POWERTOOLS_ENVIRONMENT = {
 # Environment variable names the handlers read (see lambdas/*/handler.py).
 ENV_TABLE_NAME = "SUNDIAL_TABLE_NAME"
 ENV_QUEUE_URLS = "SUNDIAL_QUEUE_URLS"
+# JSON {queue name: URL of its DLQ}: where the consumer SDK sends dead jobs (and the API's
+# retry/replay endpoints find them).
+ENV_DEAD_LETTER_URLS = "SUNDIAL_DEAD_LETTER_URLS"
+# JSON {queue name: {max_attempts, initial_delay_seconds, factor, max_delay_seconds}}.
+ENV_RETRY_DEFAULTS = "SUNDIAL_RETRY_DEFAULTS"
 ENV_SHARD_COUNT = "SUNDIAL_SHARD_COUNT"
 ENV_RETENTION_DAYS = "SUNDIAL_RETENTION_DAYS"
 ENV_SWEEPER_FUNCTION = "SUNDIAL_SWEEPER_FUNCTION"
@@ -118,7 +130,10 @@ class JobFunctions(Construct):
     """`submit`, `jobs`, `fanout` and `sweeper`, each granted least-privilege access, and the
     `example_consumer` when settings.example_consumer_queue is set (else None). The example
     consumer is granted nothing here: attaching it to its queue (stacks/consumers.py) grants it
-    what consuming needs."""
+    what consuming and the job lifecycle need.
+
+    `queues` and `dead_letter_queues` map every configured queue name (settings.queues) to its
+    SQS queue and to that queue's DLQ."""
 
     def __init__(
         self,
@@ -128,14 +143,27 @@ class JobFunctions(Construct):
         settings: SundialSettings,
         table: dynamodb.ITable,
         queues: Mapping[str, sqs.IQueue],
+        dead_letter_queues: Mapping[str, sqs.IQueue],
         layers: Sequence[lambda_.ILayerVersion],
     ) -> None:
         super().__init__(scope, construct_id)
+        configured = sorted(settings.queues)
+        if sorted(queues) != configured or sorted(dead_letter_queues) != configured:
+            raise ValueError(
+                f"{self.node.path}: queues {sorted(queues)} and dead_letter_queues "
+                f"{sorted(dead_letter_queues)} must both name exactly the configured queues "
+                f"{configured}"
+            )
+        stack = Stack.of(self)
         common_environment = {
             ENV_TABLE_NAME: table.table_name,
-            ENV_QUEUE_URLS: Stack.of(self).to_json_string(
+            ENV_QUEUE_URLS: stack.to_json_string(
                 {name: queue.queue_url for name, queue in sorted(queues.items())}
             ),
+            ENV_DEAD_LETTER_URLS: stack.to_json_string(
+                {name: dlq.queue_url for name, dlq in sorted(dead_letter_queues.items())}
+            ),
+            ENV_RETRY_DEFAULTS: retry_defaults_json(settings.queues),
             ENV_SHARD_COUNT: str(settings.shard_count),
             ENV_RETENTION_DAYS: str(settings.retention_days),
         }
@@ -192,8 +220,12 @@ class JobFunctions(Construct):
         for queue in queues.values():
             queue.grant_send_messages(self.submit)
 
-        # jobs: read and cancel one job addressed by its id.
-        table.grant(self.jobs, "dynamodb:GetItem", "dynamodb:UpdateItem")
+        # jobs: read, cancel (conditional update) and manually retry one job addressed by its id.
+        # A retry (POST /jobs/{id}/retry) re-sends the job to its queue, or puts a retry-timer
+        # item when the retry is due beyond the SQS delay window, as the consumer SDK does.
+        table.grant(self.jobs, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+        for queue in queues.values():
+            queue.grant_send_messages(self.jobs)
 
         # fanout: read and update its state item in the table, then start the sweepers.
         table.grant(self.fanout, "dynamodb:GetItem", "dynamodb:UpdateItem")
@@ -218,6 +250,17 @@ class JobFunctions(Construct):
         )
         for queue in queues.values():
             queue.grant_send_messages(self.sweeper)
+
+
+def retry_defaults_json(queue_settings: Mapping[str, QueueSettings]) -> str:
+    """SUNDIAL_RETRY_DEFAULTS: {queue name: {max_attempts, initial_delay_seconds, factor,
+    max_delay_seconds}} as compact JSON with sorted keys (plain values, no CloudFormation tokens).
+    """
+    return json.dumps(
+        {name: settings.retry.model_dump() for name, settings in queue_settings.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
 
 
 def construct_name(code_dir: str) -> str:

@@ -16,7 +16,9 @@ DLQ_RETENTION = Duration.days(14)
 class JobQueues(Construct):
     """One SQS queue per team queue name, each redriving to its own DLQ after max_receive_count.
 
-    `queues` maps the queue name (as used in the API's `queue` field) to its SQS queue.
+    `queues` maps the queue name (as used in the API's `queue` field) to its SQS queue, and
+    `dead_letter_queues` maps the same names to their DLQs (SUNDIAL_DEAD_LETTER_URLS; the
+    consumer SDK sends dead jobs there itself, besides SQS's redrive).
     """
 
     def __init__(

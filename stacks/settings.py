@@ -21,6 +21,10 @@ from pydantic import (
     field_validator,
 )
 
+# The longest a retry may wait: a retry beyond SQS's 15-minute DelaySeconds waits as a timer
+# item in the job table, so this is a product limit rather than an SQS one.
+MAX_RETRY_DELAY_SECONDS = 7 * 24 * 3600
+
 CONTEXT_KEY = "sundial"
 
 LAMBDA_RUNTIME: lambda_.Runtime = lambda_.Runtime.PYTHON_3_13
@@ -36,13 +40,45 @@ class SettingsError(ValueError):
     """The "sundial" context is missing or invalid; the message names every bad key."""
 
 
+class RetrySettings(BaseModel):
+    """A queue's retry defaults, given to every function as SUNDIAL_RETRY_DEFAULTS: at most
+    max_attempts attempts in all, with exponential backoff from initial_delay_seconds, times
+    `factor` per retry, capped at max_delay_seconds. The consumer SDK applies them (the exact
+    formula, jitter included, is in sundial.retry)."""
+
+    # validate_default: max_delay_seconds is checked against initial_delay_seconds even when
+    # left at its default (an initial delay of 2 h with the default 1 h cap is an error).
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    # Strict: JSON numbers only, so a `true` or a "3" in cdk.json is an error, not a 1 or a 3.
+    max_attempts: int = Field(default=3, ge=1, le=100, strict=True)
+    initial_delay_seconds: int = Field(default=10, ge=0, le=86_400, strict=True)
+    factor: float = Field(default=2.0, ge=1.0, le=10.0, strict=True)
+    max_delay_seconds: int = Field(default=3600, ge=0, le=MAX_RETRY_DELAY_SECONDS, strict=True)
+
+    @field_validator("max_delay_seconds")
+    @classmethod
+    def _not_below_initial_delay(cls, value: int, info: ValidationInfo) -> int:
+        initial = info.data.get("initial_delay_seconds")  # absent when itself invalid
+        if initial is not None and value < initial:
+            raise ValueError(f"must be >= initial_delay_seconds ({initial}), got {value}")
+        return value
+
+
 class QueueSettings(BaseModel):
-    """One job queue: an SQS queue plus its dead-letter queue."""
+    """One job queue: an SQS queue plus its dead-letter queue, and its retry defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Receives of ONE message before SQS redrives it to the DLQ. Sundial sends a NEW message for
+    # every retry (and sends dead jobs to the DLQ itself), so this does not bound retries: it
+    # only bounds how often a consumer may crash, time out or be throttled on the same message
+    # (a crashed batch counts a receive for every message in it). Keep it >= 5, as AWS advises
+    # for Lambda event sources, so throttling alone never dead-letters a job. Not coupled to
+    # retry.max_attempts on purpose.
     max_receive_count: int = Field(ge=1, le=1000)
     visibility_timeout_seconds: int = Field(ge=1, le=43200)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
 
 
 class SundialSettings(BaseModel):

@@ -36,6 +36,7 @@ class Sundial(Construct):
             settings=settings,
             table=self.job_table.table,
             queues=self.job_queues.queues,
+            dead_letter_queues=self.job_queues.dead_letter_queues,
             layers=self.layers.all,
         )
         self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
@@ -48,6 +49,8 @@ class Sundial(Construct):
                 "ExampleConsumer",
                 queue=self.job_queues.queues[example_queue],
                 function=self.functions.example_consumer,
+                table=self.job_table.table,
+                dead_letter_queue=self.job_queues.dead_letter_queues[example_queue],
                 function_timeout=EXAMPLE_CONSUMER_TIMEOUT,
                 queue_visibility_timeout=Duration.seconds(
                     settings.queues[example_queue].visibility_timeout_seconds
@@ -61,6 +64,10 @@ class Sundial(Construct):
     @property
     def queues(self) -> dict[str, sqs.Queue]:
         return self.job_queues.queues
+
+    @property
+    def dead_letter_queues(self) -> dict[str, sqs.Queue]:
+        return self.job_queues.dead_letter_queues
 
     @property
     def api_url(self) -> str:

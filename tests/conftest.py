@@ -61,10 +61,27 @@ def aws() -> Iterator[None]:
 def environ(aws: None) -> dict[str, str]:
     """Creates the table and queues, and returns the SUNDIAL_* environment the stack would set."""
     create_table(boto3.client("dynamodb"))
-    urls = create_queues(boto3.client("sqs"))
+    urls, dead_letter_urls = create_queues(boto3.client("sqs"))
     return {
         "SUNDIAL_TABLE_NAME": TABLE,
         "SUNDIAL_QUEUE_URLS": json.dumps(urls),
+        "SUNDIAL_DEAD_LETTER_URLS": json.dumps(dead_letter_urls),
+        "SUNDIAL_RETRY_DEFAULTS": json.dumps(
+            {
+                "default": {
+                    "max_attempts": 3,
+                    "initial_delay_seconds": 10,
+                    "factor": 2.0,
+                    "max_delay_seconds": 3600,
+                },
+                "email": {
+                    "max_attempts": 5,
+                    "initial_delay_seconds": 30,
+                    "factor": 3.0,
+                    "max_delay_seconds": 7200,
+                },
+            }
+        ),
         "SUNDIAL_SHARD_COUNT": "8",
         "SUNDIAL_RETENTION_DAYS": "30",
         "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
@@ -88,4 +105,3 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     from tests.infrastructure.synthesis import synthesize  # noqa: PLC0415 - starts jsii: only on demand
 
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,12 @@ def create_table(client: DynamoDBClient) -> None:
     )
 
 
-def create_queues(client: SQSClient) -> dict[str, str]:
-    urls = {}
+def create_queues(client: SQSClient) -> tuple[dict[str, str], dict[str, str]]:
+    """Each job queue with its DLQ: ({name: queue URL}, {name: DLQ URL})."""
+    urls, dead_letter_urls = {}, {}
     for name in QUEUES:
         dlq = client.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+        dead_letter_urls[name] = dlq
         dlq_arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
@@ -45,7 +48,27 @@ def create_queues(client: SQSClient) -> dict[str, str]:
         urls[name] = client.create_queue(
             QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "120"}
         )["QueueUrl"]
-    return urls
+    return urls, dead_letter_urls
+
+
+def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event an SQS event source mapping sends for received messages."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m.get("Attributes", {}),
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
 
 
 def receive_all(client: SQSClient, url: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
@@ -64,21 +65,30 @@ def test_demo_queue_visibility_covers_six_example_consumer_timeouts(
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
 
 
-def test_example_consumer_may_consume_the_demo_queue_only(synthesized: Synthesized) -> None:
+def test_example_consumer_may_drive_the_job_lifecycle_on_its_queue(
+    synthesized: Synthesized,
+) -> None:
     # Given the example consumer's role
     allowed = synthesized.allowed("example_consumer")
-    demo_arn = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
+    table = {"Fn::GetAtt": [synthesized.logical_id("JobTable/Table"), "Arn"]}
+    demo = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
+    demo_dlq = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-dlq"), "Arn"]}
 
-    # When we look at its SQS actions
-    sqs_actions = {action: resources for action, resources in allowed.items() if "sqs:" in action}
+    # When we look at its DynamoDB and SQS actions
+    table_actions = {a: r for a, r in allowed.items() if a.startswith("dynamodb:")}
+    sqs_actions = {a: r for a, r in allowed.items() if a.startswith("sqs:")}
 
-    # Then each applies to the demo queue alone: no other queue, no DLQ, and it may not send
-    assert "sqs:SendMessage" not in sqs_actions
-    assert "sqs:ReceiveMessage" in sqs_actions
-    for action, resources in sqs_actions.items():
-        assert resources == [demo_arn], action
-    # And it has no access to the job table
-    assert not [action for action in allowed if action.startswith("dynamodb:")]
+    # Then on the job table it may read (the fence), update (status) and put (retry timers)
+    assert table_actions == {
+        "dynamodb:GetItem": [table],
+        "dynamodb:UpdateItem": [table],
+        "dynamodb:PutItem": [table],
+    }
+    # And it may consume the demo queue, heartbeat included, and nothing else
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert sqs_actions[action] == [demo], action
+    # And send retries to the demo queue and dead jobs to the demo DLQ only
+    assert sorted(sqs_actions["sqs:SendMessage"], key=str) == sorted([demo, demo_dlq], key=str)
 
 
 def test_no_example_consumer_when_its_queue_is_unset() -> None:
@@ -97,12 +107,18 @@ def test_no_example_consumer_when_its_queue_is_unset() -> None:
     template.resource_count_is("AWS::Lambda::Function", 4)
 
 
-def _attach(**props: Any) -> Callable[[], QueueConsumer]:
-    """A QueueConsumer on a fresh queue and function, with `props` overriding the defaults."""
+def _attach(*, with_dlq: bool = False, **props: Any) -> Callable[[], QueueConsumer]:
+    """A QueueConsumer on a fresh queue, table and function (and dead-letter queue if
+    `with_dlq`), with `props` overriding the defaults."""
 
     def build() -> QueueConsumer:
         stack = cdk.Stack(cdk.App(), "Consumers")
         queue = sqs.Queue(stack, "Queue", visibility_timeout=cdk.Duration.seconds(30))
+        table = dynamodb.Table(
+            stack,
+            "Table",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+        )
         function = lambda_.Function(
             stack,
             "Function",
@@ -116,6 +132,8 @@ def _attach(**props: Any) -> Callable[[], QueueConsumer]:
             "Consumer",
             queue=queue,
             function=function,
+            table=table,
+            dead_letter_queue=sqs.Queue(stack, "Dlq") if with_dlq else None,
             **{
                 "function_timeout": cdk.Duration.seconds(5),
                 "queue_visibility_timeout": cdk.Duration.seconds(30),
@@ -158,7 +176,7 @@ def test_queue_consumer_rejects_visibility_below_six_timeouts() -> None:
     ],
 )
 def test_queue_consumer_rejects_props_outside_aws_limits(
-    props: dict[str, int], message: str
+    props: dict[str, Any], message: str
 ) -> None:
     # Given a batch size or concurrency outside what an SQS event source mapping allows
     build = _attach(**props)
@@ -167,3 +185,66 @@ def test_queue_consumer_rejects_props_outside_aws_limits(
     # Then synth stops with an error naming the prop, its range and the value
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def _statements(consumer: QueueConsumer) -> dict[str, list[Any]]:
+    """{action: resources} of every statement in the consumer function's role policies."""
+    allowed: dict[str, list[Any]] = {}
+    template = Template.from_stack(cdk.Stack.of(consumer))
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            resources = statement["Resource"]
+            for action in [actions] if isinstance(actions, str) else actions:
+                allowed.setdefault(action, []).extend(
+                    resources if isinstance(resources, list) else [resources]
+                )
+    return allowed
+
+
+def _arn(consumer: QueueConsumer, construct: Any) -> dict[str, Any]:
+    stack = cdk.Stack.of(consumer)
+    return {"Fn::GetAtt": [stack.get_logical_id(construct.node.default_child), "Arn"]}
+
+
+def test_queue_consumer_grants_exactly_the_job_lifecycle() -> None:
+    # Given a function attached to a queue and the job table, without a dead-letter queue
+    # When the consumer is built
+    consumer = _attach()()
+    allowed = _statements(consumer)
+    queue, table = _arn(consumer, consumer.queue), _arn(consumer, consumer.table)
+
+    # Then it may consume the queue (heartbeats included) and send retries to it
+    assert set(allowed) == {
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "sqs:SendMessage",
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+    }
+    assert allowed["sqs:SendMessage"] == [queue]
+    assert allowed["sqs:ChangeMessageVisibility"] == [queue]
+    # And get, update and put items of the table, and nothing more of it
+    for action in ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"):
+        assert allowed[action] == [table], action
+
+
+def test_queue_consumer_may_send_to_the_dead_letter_queue_it_is_given() -> None:
+    # Given a function attached to a queue, the job table and the queue's dead-letter queue
+    # When the consumer is built
+    consumer = _attach(with_dlq=True)()
+    assert consumer.dead_letter_queue is not None
+    allowed = _statements(consumer)
+    dlq = _arn(consumer, consumer.dead_letter_queue)
+
+    # Then it may also send to the dead-letter queue (dead jobs)
+    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted(
+        [_arn(consumer, consumer.queue), dlq], key=str
+    )
+    # And never take messages off it
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert dlq not in allowed[action], action

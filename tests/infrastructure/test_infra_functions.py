@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from tests.infrastructure.synthesis import Synthesized
+from stacks.functions import retry_defaults_json
+from stacks.settings import SundialSettings
+from tests.infrastructure.synthesis import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
@@ -18,10 +21,25 @@ COMMON_ENVIRONMENT = {
     "POWERTOOLS_LOG_LEVEL",
     "SUNDIAL_TABLE_NAME",
     "SUNDIAL_QUEUE_URLS",
+    "SUNDIAL_DEAD_LETTER_URLS",
+    "SUNDIAL_RETRY_DEFAULTS",
     "SUNDIAL_SHARD_COUNT",
     "SUNDIAL_RETENTION_DAYS",
 }
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
+QUEUE_NAMES = ["default", "demo", "email"]
+RETRY_KEYS = {"max_attempts", "initial_delay_seconds", "factor", "max_delay_seconds"}
+
+
+def _render_urls(value: dict[str, Any]) -> dict[str, str]:
+    """A {name: URL} JSON variable (a CloudFormation Fn::Join), with a placeholder URL in place
+    of each queue Ref, parsed."""
+    parts = value["Fn::Join"][1]
+    rendered = "".join(
+        part if isinstance(part, str) else f"https://sqs/{part['Ref']}" for part in parts
+    )
+    urls: dict[str, str] = json.loads(rendered)
+    return urls
 
 
 def test_exactly_the_five_sundial_functions(synthesized: Synthesized) -> None:
@@ -71,18 +89,58 @@ def test_function_environment_names(synthesized: Synthesized, name: str) -> None
 def test_queue_urls_variable_is_a_json_object_of_every_queue(synthesized: Synthesized) -> None:
     # Given the submit function's SUNDIAL_QUEUE_URLS, a CloudFormation Fn::Join
     variables = synthesized.function_properties("submit")["Environment"]["Variables"]
-    parts = variables["SUNDIAL_QUEUE_URLS"]["Fn::Join"][1]
 
     # When we put a placeholder URL in place of each queue Ref
-    rendered = "".join(
-        part if isinstance(part, str) else f"https://sqs/{part['Ref']}" for part in parts
-    )
+    urls = _render_urls(variables["SUNDIAL_QUEUE_URLS"])
 
     # Then it parses as {queue name: URL of that queue}
-    assert json.loads(rendered) == {
-        name: f"https://sqs/{synthesized.logical_id(f'JobQueues/{name}')}"
-        for name in ("default", "demo", "email")
+    assert urls == {
+        name: f"https://sqs/{synthesized.logical_id(f'JobQueues/{name}')}" for name in QUEUE_NAMES
     }
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_dead_letter_urls_variable_maps_every_queue_to_its_dlq(
+    synthesized: Synthesized, name: str
+) -> None:
+    # Given one of the Sundial functions' SUNDIAL_DEAD_LETTER_URLS, a CloudFormation Fn::Join
+    variables = synthesized.function_properties(name)["Environment"]["Variables"]
+
+    # When we put a placeholder URL in place of each queue Ref
+    urls = _render_urls(variables["SUNDIAL_DEAD_LETTER_URLS"])
+
+    # Then it parses as {queue name: URL of that queue's DLQ}, never of a job queue
+    assert urls == {
+        queue: f"https://sqs/{synthesized.logical_id(f'JobQueues/{queue}-dlq')}"
+        for queue in QUEUE_NAMES
+    }
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_retry_defaults_variable_is_compact_json_per_queue(
+    synthesized: Synthesized, name: str
+) -> None:
+    # Given one of the Sundial functions' SUNDIAL_RETRY_DEFAULTS
+    value = synthesized.function_properties(name)["Environment"]["Variables"][
+        "SUNDIAL_RETRY_DEFAULTS"
+    ]
+
+    # When we parse it
+    defaults = json.loads(value)
+
+    # Then it is a plain string (no tokens), compact with sorted keys
+    assert value == json.dumps(defaults, sort_keys=True, separators=(",", ":"))
+    # And it holds every queue's four retry settings (the defaults: cdk.json sets none)
+    assert sorted(defaults) == QUEUE_NAMES
+    for queue, retry in defaults.items():
+        assert set(retry) == RETRY_KEYS, queue
+        assert retry == {
+            "max_attempts": 3,
+            "initial_delay_seconds": 10,
+            "factor": 2.0,
+            "max_delay_seconds": 3600,
+        }, queue
+    assert not any("retry" in queue for queue in cdk_json_context()["sundial"]["queues"].values())
 
 
 def test_fanout_knows_the_sweeper_and_the_group_size(synthesized: Synthesized) -> None:
@@ -109,3 +167,25 @@ def test_sweeper_async_invocations_give_up_before_the_next_ticks(
             "MaximumEventAgeInSeconds": 120,
         },
     )
+
+
+def test_retry_defaults_carry_each_queues_own_retry_settings() -> None:
+    # Given settings where the email queue overrides its retry defaults
+    raw = cdk_json_context()["sundial"]
+    raw["queues"]["email"] = raw["queues"]["email"] | {
+        "retry": {"max_attempts": 7, "initial_delay_seconds": 30, "factor": 3}
+    }
+    settings = SundialSettings.from_context(raw)
+
+    # When the SUNDIAL_RETRY_DEFAULTS value is built from them
+    defaults = json.loads(retry_defaults_json(settings.queues))
+
+    # Then the email queue has its own values (defaults for what it leaves out)
+    assert defaults["email"] == {
+        "max_attempts": 7,
+        "initial_delay_seconds": 30,
+        "factor": 3.0,
+        "max_delay_seconds": 3600,
+    }
+    # And the other queues keep the defaults
+    assert defaults["demo"]["max_attempts"] == 3

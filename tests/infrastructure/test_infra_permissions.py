@@ -27,6 +27,8 @@ CONSUME = {
     "sqs:GetQueueAttributes",
     "sqs:GetQueueUrl",
 }
+# What the consumer SDK does on the job table: the fence read, status updates, retry timers.
+CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
 EXPECTED = {
     "submit": {
         "dynamodb:GetItem",
@@ -35,7 +37,7 @@ EXPECTED = {
         "dynamodb:BatchWriteItem",
     }
     | SEND,
-    "jobs": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
+    "jobs": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"} | SEND,
     "fanout": {"dynamodb:GetItem", "dynamodb:UpdateItem", "lambda:InvokeFunction"},
     "sweeper": {
         "dynamodb:Query",
@@ -44,7 +46,8 @@ EXPECTED = {
         "dynamodb:UpdateItem",
     }
     | SEND,
-    "example_consumer": CONSUME,
+    # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
+    "example_consumer": CONSUME | SEND | CONSUMER_TABLE,
 }
 
 
@@ -85,11 +88,11 @@ def test_table_actions_apply_to_the_job_table_only(synthesized: Synthesized, nam
             assert resources == [table_arn(synthesized)], action
 
 
-@pytest.mark.parametrize("name", ["submit", "sweeper"])
+@pytest.mark.parametrize("name", ["submit", "sweeper", "jobs"])
 def test_dispatching_functions_may_send_to_every_job_queue_only(
     synthesized: Synthesized, name: str
 ) -> None:
-    # Given a function that hands jobs to SQS
+    # Given a function that hands jobs to SQS (jobs: a manual retry re-sends the job)
     allowed = synthesized.allowed(name)
 
     # When we look at where it may send
@@ -104,12 +107,37 @@ def test_sweeper_may_query_but_submit_may_not(synthesized: Synthesized) -> None:
     assert "dynamodb:Query" not in synthesized.allowed("submit")
 
 
-def test_jobs_may_not_send_to_sqs_nor_invoke(synthesized: Synthesized) -> None:
-    # Given the jobs (get/cancel) role
+def test_jobs_may_put_items_but_not_consume_nor_invoke(synthesized: Synthesized) -> None:
+    # Given the jobs (get, cancel, retry) role
     allowed = synthesized.allowed("jobs")
 
-    # Then it can neither dispatch jobs nor start functions
-    assert not [action for action in allowed if action.startswith(("sqs:", "lambda:"))]
+    # Then it may put items in the job table (a manual retry's timer item)
+    assert allowed["dynamodb:PutItem"] == [table_arn(synthesized)]
+    # And it can neither take messages off a queue nor start functions
+    assert not [
+        action
+        for action in allowed
+        if action.startswith("lambda:")
+        or action in {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"}
+    ]
+
+
+def test_example_consumer_sends_to_its_queue_and_its_dlq_only(synthesized: Synthesized) -> None:
+    # Given the example consumer, attached to the demo queue
+    allowed = synthesized.allowed("example_consumer")
+    demo = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
+    demo_dlq = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-dlq"), "Arn"]}
+
+    # When we look at where it may send
+    # Then it is the demo queue (retries) and the demo DLQ (dead jobs), no other queue
+    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted([demo, demo_dlq], key=str)
+    # And every SQS action applies to those two queues only
+    for action, resources in allowed.items():
+        if action.startswith("sqs:"):
+            assert {str(resource) for resource in resources} <= {str(demo), str(demo_dlq)}
+    # And the actions that take messages off a queue apply to the demo queue alone (never the DLQ)
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert allowed[action] == [demo], action
 
 
 def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:

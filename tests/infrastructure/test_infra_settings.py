@@ -33,10 +33,119 @@ def test_cdk_json_settings_are_valid() -> None:
     assert settings.shards_per_sweeper == 8
     assert settings.retention_days == 30
     assert sorted(settings.queues) == ["default", "demo", "email"]
-    assert settings.queues["demo"].max_receive_count == 3
+    assert settings.queues["demo"].max_receive_count == 5
     assert settings.queues["demo"].visibility_timeout_seconds == 30
+    # And every queue takes the retry defaults (cdk.json sets none)
+    for queue in settings.queues.values():
+        assert queue.retry.model_dump() == {
+            "max_attempts": 3,
+            "initial_delay_seconds": 10,
+            "factor": 2.0,
+            "max_delay_seconds": 3600,
+        }
     # And the example consumer reads the demo queue (the default)
     assert settings.example_consumer_queue == "demo"
+
+
+def test_every_queue_tolerates_redrives_beyond_a_throttled_batch() -> None:
+    # Given the queues in cdk.json
+    queues = valid()["queues"]
+
+    # Then each allows at least 5 receives of one message before its DLQ (AWS's advice for a
+    # Lambda event source; retries are new messages, so this bounds consumer crashes only)
+    assert all(queue["max_receive_count"] >= 5 for queue in queues.values()), queues
+
+
+def _with_retry(retry: Any) -> dict[str, Any]:
+    """The cdk.json settings with `retry` set on the email queue."""
+    raw = valid()
+    raw["queues"]["email"] = raw["queues"]["email"] | {"retry": retry}
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("retry", "expected"),
+    [
+        ({}, (3, 10, 2.0, 3600)),
+        ({"max_attempts": 1}, (1, 10, 2.0, 3600)),
+        ({"max_attempts": 100, "factor": 10.0}, (100, 10, 10.0, 3600)),
+        ({"initial_delay_seconds": 0, "max_delay_seconds": 0, "factor": 1}, (3, 0, 1.0, 0)),
+        (
+            {"initial_delay_seconds": 86_400, "max_delay_seconds": 7 * 86_400},
+            (3, 86_400, 2.0, 7 * 86_400),
+        ),
+        ({"initial_delay_seconds": 60, "max_delay_seconds": 60}, (3, 60, 2.0, 60)),
+    ],
+)
+def test_queue_retry_settings_accept_values_in_range(
+    retry: dict[str, Any], expected: tuple[int, int, float, int]
+) -> None:
+    # Given the email queue with a retry object (keys it leaves out take the defaults)
+    # When the settings are validated
+    settings = SundialSettings.from_context(_with_retry(retry))
+
+    # Then the email queue has those values
+    got = settings.queues["email"].retry
+    assert (
+        got.max_attempts,
+        got.initial_delay_seconds,
+        got.factor,
+        got.max_delay_seconds,
+    ) == expected
+
+
+@pytest.mark.parametrize(
+    ("retry", "key", "reason"),
+    [
+        ({"max_attempts": 0}, "max_attempts", "greater than or equal to 1"),
+        ({"max_attempts": 101}, "max_attempts", "less than or equal to 100"),
+        ({"initial_delay_seconds": -1}, "initial_delay_seconds", "greater than or equal to 0"),
+        (
+            {"initial_delay_seconds": 86_401, "max_delay_seconds": 86_401},
+            "initial_delay_seconds",
+            "less than or equal to 86400",
+        ),
+        ({"factor": 0.5}, "factor", "greater than or equal to 1"),
+        ({"factor": 10.5}, "factor", "less than or equal to 10"),
+        (
+            {"initial_delay_seconds": 60, "max_delay_seconds": 30},
+            "max_delay_seconds",
+            "must be >= initial_delay_seconds (60), got 30",
+        ),
+        # the default cap (3600 s) below a longer initial delay
+        (
+            {"initial_delay_seconds": 7200},
+            "max_delay_seconds",
+            "must be >= initial_delay_seconds (7200), got 3600",
+        ),
+        ({"max_delay_seconds": 7 * 86_400 + 1}, "max_delay_seconds", "less than or equal to"),
+        ({"max_attempts": "3"}, "max_attempts", "valid integer"),
+        ({"max_attempts": True}, "max_attempts", "valid integer"),
+        ({"factor": False}, "factor", "valid number"),
+        ({"max_atempts": 3}, "max_atempts", "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_queue_retry_settings_are_rejected_naming_the_key(
+    retry: dict[str, Any], key: str, reason: str
+) -> None:
+    # Given the email queue with one bad retry value
+    raw = _with_retry(retry)
+
+    # When the settings are validated
+    with pytest.raises(SettingsError) as raised:
+        SundialSettings.from_context(raw)
+
+    # Then the message names the key and the reason
+    message = str(raised.value)
+    assert f"sundial.queues.email.retry.{key}: " in message
+    assert reason in message
+
+
+def test_queue_retry_must_be_an_object() -> None:
+    # Given the email queue with a retry that is not an object
+    # When the settings are validated
+    with pytest.raises(SettingsError, match=r"sundial\.queues\.email\.retry: "):
+        SundialSettings.from_context(_with_retry(5))
 
 
 def test_example_consumer_can_be_turned_off() -> None:

@@ -215,7 +215,7 @@ def test_the_emulator_holds_the_templates_resources(running: Running) -> None:
             redrives[url.rsplit("/", 1)[1]] = json.loads(attributes["RedrivePolicy"])[
                 "maxReceiveCount"
             ]
-    assert sorted(redrives.values()) == [3, 5, 5]
+    assert sorted(redrives.values()) == [5, 5, 5]
     [rule] = session.client("events", endpoint_url=running.emulator).list_rules()["Rules"]
     assert rule["ScheduleExpression"] == "rate(1 minute)"
 

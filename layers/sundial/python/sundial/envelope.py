@@ -26,14 +26,15 @@ class Envelope(BaseModel):
     created_at: str
 
 
-def envelope_body(job: Job, *, attempt: int) -> str:
-    """Serialise the envelope for a job. The payload JSON is spliced in as the client sent it."""
+def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> str:
+    """Serialise the envelope for a job. The payload JSON is spliced in as the client sent it.
+    `run_at_ms` is when this attempt is due (a retry's time); by default the job's due time."""
     head = json.dumps(
         {
             "v": ENVELOPE_VERSION,
-            "id": job.id,
+            "id": job.envelope_id,
             "queue": job.queue,
-            "run_at": to_rfc3339(job.due_ms),
+            "run_at": to_rfc3339(job.due_ms if run_at_ms is None else run_at_ms),
             "attempt": attempt,
             "max_attempts": job.max_attempts,
             "priority": str(job.priority),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sundial.ids import JobKey
+from sundial.retry import RetryPolicy
 
 
 class Status(StrEnum):
@@ -20,6 +21,17 @@ class Status(StrEnum):
 
 CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.FAILED})
 FINISHED = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """What one failed attempt left behind, kept in the job's history."""
+
+    attempt: int
+    at_ms: int
+    error_type: str
+    message: str
+    traceback_head: str
 
 
 class Priority(StrEnum):
@@ -51,6 +63,16 @@ class Job:
     claim_token: str | None = None
     lease_until_ms: int | None = None
     expires_at_s: int | None = None
+    retry: RetryPolicy | None = None  # None: the queue's defaults
+    started_at_ms: int | None = None
+    finished_at_ms: int | None = None
+    next_attempt_at_ms: int | None = None
+    result_json: str | None = None
+    history: list[AttemptError] = field(default_factory=list)
+    # A retry timer: an item at the retry's due time that stands for attempt `retry_attempt`
+    # of the job at `retry_of`. The sweeper dispatches it like a job, under that job's id.
+    retry_of: JobKey | None = None
+    retry_attempt: int | None = None
 
     @property
     def id(self) -> str:
@@ -59,3 +81,12 @@ class Job:
     @property
     def due_ms(self) -> int:
         return self.key.due_ms
+
+    @property
+    def envelope_id(self) -> str:
+        """The id consumers see: the job's own, or for a retry timer the job it retries."""
+        return (self.retry_of or self.key).job_id
+
+    @property
+    def last_error(self) -> AttemptError | None:
+        return self.history[-1] if self.history else None

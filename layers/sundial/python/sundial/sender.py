@@ -33,6 +33,11 @@ def delay_seconds(due_ms: int, now_ms: int) -> int:
 class Outgoing:
     job: Job
     attempt: int = 1
+    due_ms: int | None = None  # when this attempt is due; by default the job's due time
+
+    @property
+    def visible_at_ms(self) -> int:
+        return self.job.due_ms if self.due_ms is None else self.due_ms
 
 
 class QueueSender:
@@ -68,7 +73,7 @@ def _batches(
     current: list[tuple[Outgoing, dict[str, Any]]] = []
     current_bytes = 0
     for message in messages:
-        body = envelope_body(message.job, attempt=message.attempt)
+        body = envelope_body(message.job, attempt=message.attempt, run_at_ms=message.visible_at_ms)
         size = len(body.encode())
         if current and (len(current) == SQS_BATCH or current_bytes + size > SQS_BATCH_BYTES):
             batches.append(current)
@@ -76,7 +81,7 @@ def _batches(
         entry = {
             "Id": str(len(current)),
             "MessageBody": body,
-            "DelaySeconds": delay_seconds(message.job.due_ms, now_ms),
+            "DelaySeconds": delay_seconds(message.visible_at_ms, now_ms),
         }
         current.append((message, entry))
         current_bytes += size

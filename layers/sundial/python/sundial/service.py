@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ulid import ULID
@@ -12,9 +12,10 @@ from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
 from sundial.ids import JobKey
 from sundial.models import Job, Status
+from sundial.retry import QueueRetryDefaults
 from sundial.sender import Outgoing, QueueSender
 from sundial.store import IdempotencyRecord, JobStore
-from sundial.submission import MAX_HORIZON_S, SubmitJob
+from sundial.submission import DEFAULT_MAX_ATTEMPTS, MAX_HORIZON_S, SubmitJob
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 
@@ -32,6 +33,7 @@ class JobService:
         sender: QueueSender,
         clock: Clock,
         queues: Collection[str],
+        retry_defaults: Mapping[str, QueueRetryDefaults] | None = None,
         shard_count: int,
         retention_days: int,
         rng: random.Random | None = None,
@@ -40,6 +42,7 @@ class JobService:
         self._sender = sender
         self._clock = clock
         self._queues = frozenset(queues)
+        self._retry_defaults = dict(retry_defaults or {})
         self._shard_count = shard_count
         self._retention_s = retention_days * 86_400
         self._rng = rng or random.Random()
@@ -110,13 +113,18 @@ class JobService:
             queue=request.queue,
             payload_json=request.payload_json,
             priority=request.priority,
-            max_attempts=request.max_attempts,
+            max_attempts=request.max_attempts or self._default_attempts(request.queue),
+            retry=request.retry,
             created_at_ms=now,
             direct=direct,
             idempotency_key=request.idempotency_key,
             # An unacknowledged direct job (its submit died before claiming it) must not linger.
             expires_at_s=key.due_ms // 1000 + self._retention_s if direct else None,
         )
+
+    def _default_attempts(self, queue: str) -> int:
+        defaults = self._retry_defaults.get(queue)
+        return defaults.max_attempts if defaults else DEFAULT_MAX_ATTEMPTS
 
     def _dispatch_direct(self, jobs: Sequence[Job]) -> list[Job]:
         """Send due-soon jobs now, then mark them queued. Returns the jobs SQS refused.

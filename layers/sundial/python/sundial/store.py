@@ -19,7 +19,8 @@ from botocore.exceptions import ClientError
 
 from sundial.errors import Unavailable
 from sundial.ids import JobKey, shard_pk
-from sundial.models import CANCELLABLE, Job, Priority, Status
+from sundial.models import CANCELLABLE, AttemptError, Job, Priority, Status
+from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -67,7 +68,51 @@ def job_to_item(job: Job) -> Item:
             item[name] = _n(value)
     if job.claim_token is not None:
         item["claim_token"] = _s(job.claim_token)
+    for name, value in (
+        ("started_at", job.started_at_ms),
+        ("finished_at", job.finished_at_ms),
+        ("next_attempt_at", job.next_attempt_at_ms),
+        ("retry_attempt", job.retry_attempt),
+    ):
+        if value is not None:
+            item[name] = _n(value)
+    if job.retry is not None:
+        item["retry"] = {"M": _retry_to_map(job.retry)}
+    if job.result_json is not None:
+        item["result"] = _s(job.result_json)
+    if job.history:
+        item["history"] = {"L": [{"M": _error_to_map(e)} for e in job.history]}
+    if job.retry_of is not None:
+        item["retry_of"] = _s(job.retry_of.job_id)
     return item
+
+
+def _retry_to_map(policy: RetryPolicy) -> Item:
+    return {
+        "initial": _n(policy.initial_delay_seconds),
+        "factor": {"N": repr(policy.factor)},
+        "max": _n(policy.max_delay_seconds),
+    }
+
+
+def _error_to_map(error: AttemptError) -> Item:
+    return {
+        "attempt": _n(error.attempt),
+        "at": _n(error.at_ms),
+        "type": _s(error.error_type),
+        "message": _s(error.message),
+        "traceback": _s(error.traceback_head),
+    }
+
+
+def _error_from_map(value: Item) -> AttemptError:
+    return AttemptError(
+        attempt=int(value["attempt"]["N"]),
+        at_ms=int(value["at"]["N"]),
+        error_type=value["type"]["S"],
+        message=value["message"]["S"],
+        traceback_head=value["traceback"]["S"],
+    )
 
 
 def _opt_int(item: Item, name: str) -> int | None:
@@ -91,6 +136,20 @@ def item_to_job(item: Item) -> Job:
         claim_token=item["claim_token"]["S"] if "claim_token" in item else None,
         lease_until_ms=_opt_int(item, "lease_until"),
         expires_at_s=_opt_int(item, "expires_at"),
+        retry=RetryPolicy(
+            initial_delay_seconds=int(item["retry"]["M"]["initial"]["N"]),
+            factor=float(item["retry"]["M"]["factor"]["N"]),
+            max_delay_seconds=int(item["retry"]["M"]["max"]["N"]),
+        )
+        if "retry" in item
+        else None,
+        started_at_ms=_opt_int(item, "started_at"),
+        finished_at_ms=_opt_int(item, "finished_at"),
+        next_attempt_at_ms=_opt_int(item, "next_attempt_at"),
+        result_json=item["result"]["S"] if "result" in item else None,
+        history=[_error_from_map(e["M"]) for e in item.get("history", {}).get("L", [])],
+        retry_of=JobKey.from_job_id(item["retry_of"]["S"]) if "retry_of" in item else None,
+        retry_attempt=_opt_int(item, "retry_attempt"),
     )
 
 
@@ -173,10 +232,19 @@ class JobStore:
         return item_to_job(item) if item else None
 
     def claim(
-        self, key: JobKey, *, token: str, now_ms: int, lease_ms: int, from_token: str | None = None
+        self,
+        key: JobKey,
+        *,
+        token: str,
+        now_ms: int,
+        lease_ms: int,
+        from_token: str | None = None,
+        keep_expiry: bool = False,
     ) -> ClaimOutcome:
         """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
-        claim by `from_token` has expired (its claimer crashed before confirming the send)."""
+        claim by `from_token` has expired (its claimer crashed before confirming the send).
+        The claim clears the item's expiry (set only on direct jobs until they are claimed)
+        unless `keep_expiry` (retry timers, which expire once their retention ends)."""
         if from_token is None:
             condition = "#status = :pending"
             values: Item = {":pending": _s(Status.PENDING)}
@@ -194,7 +262,7 @@ class JobStore:
             Key=_key(key),
             UpdateExpression=(
                 "SET #status = :queued, claim_token = :token, lease_until = :lease,"
-                " queued_at = :at REMOVE expires_at"
+                " queued_at = :at" + ("" if keep_expiry else " REMOVE expires_at")
             ),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#status": "status"},
@@ -238,6 +306,88 @@ class JobStore:
             },
         )
         return cancelled, item_to_job(old) if old else None
+
+    # -- attempts (the consumer side) ------------------------------------------------------
+
+    _RUNNABLE = (
+        "(attempts = :prev AND (#status IN (:queued, :failed)"
+        " OR (#status = :pending AND direct = :true)))"
+    )
+
+    def _attempt_values(self, attempt: int) -> Item:
+        return {
+            ":prev": _n(attempt - 1),
+            ":n": _n(attempt),
+            ":queued": _s(Status.QUEUED),
+            ":failed": _s(Status.FAILED),
+            ":pending": _s(Status.PENDING),
+            ":running": _s(Status.RUNNING),
+            ":true": {"BOOL": True},
+        }
+
+    def mark_running(self, key: JobKey, *, attempt: int, now_ms: int) -> tuple[bool, Job | None]:
+        """queued/failed -> running for attempt `attempt`, if that attempt is still due."""
+        started, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET #status = :running, attempts = :n, started_at = :now",
+            ConditionExpression=self._RUNNABLE,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={**self._attempt_values(attempt), ":now": _n(now_ms)},
+        )
+        return started, item_to_job(old) if old else None
+
+    def record_attempt(
+        self,
+        key: JobKey,
+        *,
+        attempt: int,
+        outcome: Status,
+        started_at_ms: int,
+        now_ms: int,
+        result_json: str | None = None,
+        error: AttemptError | None = None,
+        next_attempt_at_ms: int | None = None,
+        expires_at_s: int | None = None,
+    ) -> tuple[bool, Job | None]:
+        """End attempt `attempt` as succeeded, failed (a retry is due) or dead, in one
+        conditional write. Refused if the attempt is no longer this consumer's to end (a
+        duplicate delivery, a cancel, or a later attempt)."""
+        sets = ["#status = :outcome", "attempts = :n", "started_at = :started"]
+        removes = ["claim_token", "lease_until"]
+        values: Item = {
+            **self._attempt_values(attempt),
+            ":outcome": _s(outcome),
+            ":started": _n(started_at_ms),
+        }
+        if outcome is Status.FAILED:
+            assert next_attempt_at_ms is not None
+            sets.append("next_attempt_at = :next")
+            values[":next"] = _n(next_attempt_at_ms)
+        else:
+            sets += ["finished_at = :now", "expires_at = :expires"]
+            removes.append("next_attempt_at")
+            values[":now"] = _n(now_ms)
+            values[":expires"] = _n(expires_at_s or 0)
+        if result_json is not None:
+            sets.append("#result = :result")
+            values[":result"] = _s(result_json)
+        if error is not None:
+            sets.append("history = list_append(if_not_exists(history, :empty), :error)")
+            values[":empty"] = {"L": []}
+            values[":error"] = {"L": [{"M": _error_to_map(error)}]}
+        names = {"#status": "status"}
+        if result_json is not None:
+            names["#result"] = "result"
+        written, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            ConditionExpression=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        return written, item_to_job(old) if old else None
 
     def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
         """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 from pydantic_core import PydanticCustomError
 
 from sundial.models import Priority
+from sundial.retry import RetryPolicy
 
 MAX_PAYLOAD_BYTES = 65_536
 MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
@@ -56,7 +57,12 @@ class SubmitJob(BaseModel):
         default=None, ge=0, le=MAX_HORIZON_S, description="Run this many seconds from now"
     )
     priority: Priority = Priority.NORMAL
-    max_attempts: StrictInt = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
+    max_attempts: StrictInt | None = Field(
+        default=None, ge=1, le=100, description="Attempts in all; default: the queue's"
+    )
+    retry: RetryPolicy | None = Field(
+        default=None, description="Backoff between attempts; default: the queue's"
+    )
     idempotency_key: str | None = Field(
         default=None,
         min_length=1,

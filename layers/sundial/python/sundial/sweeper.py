@@ -146,7 +146,12 @@ class _ShardSweep:
 
     def _claim(self, job: Job, now: int, *, from_token: str | None) -> None:
         outcome = self._store.claim(
-            job.key, token=self._token, now_ms=now, lease_ms=CLAIM_LEASE_MS, from_token=from_token
+            job.key,
+            token=self._token,
+            now_ms=now,
+            lease_ms=CLAIM_LEASE_MS,
+            from_token=from_token,
+            keep_expiry=job.retry_of is not None,
         )
         if outcome.won:
             self._claimed.append(job)
@@ -160,7 +165,8 @@ class _ShardSweep:
         if not self._claimed:
             return
         claimed, self._claimed = self._claimed, []
-        failed = self._sender.send([Outgoing(job) for job in claimed], now_ms=self._clock.now_ms())
+        outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
+        failed = self._sender.send(outgoing, now_ms=self._clock.now_ms())
         self.report.dispatched += len(claimed) - len(failed)
         for message in failed:
             self.report.send_failures += 1

@@ -54,12 +54,17 @@ class Dependencies:
         return QueueSender(self._client("sqs"), self.settings.queue_urls)
 
     @cached_property
+    def dead_letter_sender(self) -> QueueSender:
+        return QueueSender(self._client("sqs"), self.settings.dead_letter_urls)
+
+    @cached_property
     def jobs(self) -> JobService:
         return JobService(
             store=self.store,
             sender=self.sender,
             clock=self.clock,
             queues=self.settings.queue_urls.keys(),
+            retry_defaults=self.settings.retry_defaults,
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
         )

@@ -7,7 +7,7 @@ import json
 from pydantic import BaseModel, Field, JsonValue
 
 from sundial.clock import to_rfc3339
-from sundial.models import Job, Priority, Status
+from sundial.models import AttemptError, Job, Priority, Status
 
 
 def _time(ms: int | None) -> str | None:
@@ -34,13 +34,39 @@ class JobSummary(BaseModel):
         )
 
 
+class AttemptErrorView(BaseModel):
+    attempt: int
+    at: str
+    error_type: str
+    message: str
+    traceback_head: str
+
+    @classmethod
+    def of(cls, error: AttemptError) -> AttemptErrorView:
+        return cls(
+            attempt=error.attempt,
+            at=to_rfc3339(error.at_ms),
+            error_type=error.error_type,
+            message=error.message,
+            traceback_head=error.traceback_head,
+        )
+
+
 class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
     payload: JsonValue
     idempotency_key: str | None = None
     queued_at: str | None = None
+    started_at: str | None = Field(default=None, description="Start of the latest attempt")
+    finished_at: str | None = None
+    next_attempt_at: str | None = Field(default=None, description="When a failed job retries")
     cancelled_at: str | None = None
+    result: JsonValue = Field(default=None, description="What the consumer returned (≤ 16 KiB)")
+    last_error: AttemptErrorView | None = None
+    history: list[AttemptErrorView] = Field(
+        default_factory=list, description="Every failed attempt, oldest first"
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobDetail:
@@ -51,7 +77,13 @@ class JobDetail(JobSummary):
             payload=json.loads(job.payload_json),
             idempotency_key=job.idempotency_key,
             queued_at=_time(job.queued_at_ms),
+            started_at=_time(job.started_at_ms),
+            finished_at=_time(job.finished_at_ms),
+            next_attempt_at=_time(job.next_attempt_at_ms),
             cancelled_at=_time(job.cancelled_at_ms),
+            result=json.loads(job.result_json) if job.result_json is not None else None,
+            last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,
+            history=[AttemptErrorView.of(error) for error in job.history],
         )
 
 

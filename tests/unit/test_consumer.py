@@ -1,0 +1,344 @@
+"""The consumer SDK against moto, with the injected clock driving SQS delays and retries."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.api.models import JobDetail
+from sundial.clock import ManualClock
+from sundial.consumer import ConsumerDeps, JobConsumer, NonRetryableError
+from sundial.envelope import Envelope
+from sundial.models import Status
+from sundial.sender import QueueSender
+from sundial.store import JobStore
+from sundial.submission import SubmitJob
+from sundial.sweeper import Sweeper
+from sundial.wiring import Dependencies, configure
+from tests.support import FakeLambdaContext, sqs_event
+
+ALL_SHARDS = list(range(8))
+
+
+class Harness:
+    """Plays the SQS event source mapping: receive, invoke the consumer, delete what it acked."""
+
+    def __init__(
+        self, deps: Dependencies, clock: ManualClock, function: Any, **options: Any
+    ) -> None:
+        self.deps, self.clock = deps, clock
+        self.session = boto3.Session()
+        self.writes: Counter[str] = Counter()
+        self.session.events.register("provide-client-params.dynamodb.*", self._count_writes)
+        dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
+        self.sqs = sqs
+        store = JobStore(dynamodb, deps.settings.table_name)
+        self.sweeper = Sweeper(
+            store=store, sender=QueueSender(sqs, deps.settings.queue_urls), clock=clock
+        )
+        self.calls: list[Envelope] = []
+
+        def recorded(envelope: Envelope) -> Any:
+            self.calls.append(envelope)
+            return function(envelope)
+
+        self.consumer = JobConsumer(
+            recorded,
+            deps=lambda: ConsumerDeps(
+                store=store,
+                queues=QueueSender(sqs, deps.settings.queue_urls),
+                dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
+                settings=deps.settings,
+                clock=clock,
+                rng=random.Random(42),
+            ),
+            **options,
+        )
+
+    def _count_writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        # Sweep cursors are a per-shard cost (at most one write per shard per sweep), counted apart.
+        if model.name == "UpdateItem" and params["Key"]["sk"]["S"] == "cursor":
+            self.writes["cursor"] += 1
+        elif model.name in ("PutItem", "UpdateItem", "DeleteItem"):
+            self.writes[model.name] += 1
+        elif model.name == "BatchWriteItem":
+            self.writes[model.name] += sum(len(v) for v in params["RequestItems"].values())
+
+    def poll(self, queue: str = "default") -> list[str]:
+        """Deliver every visible message once. Returns the message ids the consumer failed."""
+        url = self.deps.settings.queue_urls[queue]
+        arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
+        failed: list[str] = []
+        while True:
+            messages = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                return failed
+            result = self.consumer.lambda_handler(sqs_event(messages, arn), FakeLambdaContext())
+            not_done = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+            failed += sorted(not_done)
+            for message in messages:
+                if message["MessageId"] not in not_done:
+                    self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def dead_letters(self, queue: str = "default") -> list[dict[str, Any]]:
+        url = self.deps.settings.dead_letter_urls[queue]
+        messages = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        return [json.loads(m["Body"]) for m in messages]
+
+
+def _delayed_job(deps: Dependencies, clock: ManualClock, harness: Harness, **fields: Any) -> str:
+    """Submit a job an hour out, then sweep and wait until its message is visible."""
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600, **fields)).job.id
+    clock.advance(seconds=3600 - 600)
+    assert harness.sweeper.sweep(ALL_SHARDS).dispatched == 1
+    clock.advance(seconds=601)
+    return job_id
+
+
+def test_a_delayed_job_succeeds_with_its_result(deps: Dependencies, clock: ManualClock) -> None:
+    harness = Harness(deps, clock, lambda job: {"sent_to": job.payload})
+    # Given a delayed job
+    job_id = deps.jobs.submit(
+        SubmitJob(queue="default", delay_seconds=3600, payload="a@b.c")
+    ).job.id
+    clock.advance(seconds=3000)
+    assert harness.sweeper.sweep(ALL_SHARDS).dispatched == 1
+    clock.advance(seconds=601)
+    # When the consumer runs it
+    assert harness.poll() == []
+    # Then it succeeded once, with its result and timestamps
+    job = deps.jobs.get(job_id)
+    assert [c.id for c in harness.calls] == [job_id]
+    assert job.status is Status.SUCCEEDED and job.attempts == 1
+    assert json.loads(job.result_json or "null") == {"sent_to": "a@b.c"}
+    assert job.started_at_ms is not None and job.finished_at_ms is not None
+    assert job.expires_at_s is not None
+
+
+def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
+    """The BRIEF's budget: at most 3 write units for a delayed job that succeeds first time."""
+    outcomes = iter([RuntimeError("flaky"), None])
+
+    def sometimes_fails(job: Envelope) -> None:
+        error = next(outcomes)
+        if error:
+            raise error
+
+    harness = Harness(deps, clock, sometimes_fails)
+    deps = _with_session(deps, clock, harness.session)
+    # Success first time: put + claim + succeeded
+    start = _job_writes(harness)
+    ok = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
+    clock.advance(seconds=3000)
+    harness.sweeper.sweep(ALL_SHARDS)
+    clock.advance(seconds=601)
+    harness.calls.clear()
+    outcomes = iter([None])
+    harness.poll()
+    success_writes = _job_writes(harness) - start
+    # One retry: put + claim + failed + succeeded (the retry travels as an SQS message)
+    outcomes = iter([RuntimeError("flaky"), None])
+    start = _job_writes(harness)
+    retried = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
+    clock.advance(seconds=3000)
+    harness.sweeper.sweep(ALL_SHARDS)
+    clock.advance(seconds=601)
+    harness.poll()
+    clock.advance(seconds=60)  # the first retry waits at most 10 s
+    harness.poll()
+    retry_writes = _job_writes(harness) - start
+    # Cancelled while pending: put + cancel
+    start = _job_writes(harness)
+    cancelled = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
+    deps.jobs.cancel(cancelled)
+    cancel_writes = _job_writes(harness) - start
+    print(
+        f"\nwrite requests per job: success {success_writes}, one retry {retry_writes},"
+        f" cancel {cancel_writes}"
+    )
+    assert deps.jobs.get(ok).status is Status.SUCCEEDED
+    assert deps.jobs.get(retried).status is Status.SUCCEEDED
+    assert (success_writes, retry_writes, cancel_writes) == (3, 4, 2)
+
+
+def _job_writes(harness: Harness) -> int:
+    return sum(v for k, v in harness.writes.items() if k != "cursor")
+
+
+def _with_session(deps: Dependencies, clock: ManualClock, session: boto3.Session) -> Dependencies:
+    return configure(clock=clock, environ=dict(os.environ), session=session)
+
+
+def test_a_job_that_always_fails_retries_with_jittered_backoff_then_dies(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    def broken(job: Envelope) -> None:
+        raise ConnectionError("smtp down")
+
+    harness = Harness(deps, clock, broken)
+    job_id = _delayed_job(deps, clock, harness, max_attempts=4)
+    # When every attempt fails
+    for attempt in range(1, 5):
+        failed_at = clock.now_ms()
+        assert harness.poll() == []
+        job = deps.jobs.get(job_id)
+        assert job.attempts == attempt
+        if attempt < 4:
+            # Then each retry waits a full-jitter delay: within [0, 10 s * 2^(attempt-1)]
+            assert job.status is Status.FAILED
+            assert job.next_attempt_at_ms is not None
+            wait_ms = job.next_attempt_at_ms - failed_at
+            assert 0 <= wait_ms <= 10_000 * 2 ** (attempt - 1)
+            clock.advance(ms=wait_ms - 1)
+            assert harness.poll() == [] and len(harness.calls) == attempt  # not yet
+            clock.advance(ms=1001)
+    # And after the last attempt it is dead, with its history, and in the DLQ
+    job = deps.jobs.get(job_id)
+    assert job.status is Status.DEAD
+    assert [e.attempt for e in job.history] == [1, 2, 3, 4]
+    assert {e.error_type for e in job.history} == {"ConnectionError"}
+    assert "smtp down" in job.history[-1].message
+    assert "ConnectionError" in job.history[-1].traceback_head
+    [dead] = harness.dead_letters()
+    assert dead["id"] == job_id and dead["attempt"] == 4
+    assert len(harness.calls) == 4
+
+
+def test_a_non_retryable_error_goes_straight_to_dead(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    class BadAddress(Exception):
+        pass
+
+    def reject(job: Envelope) -> None:
+        raise BadAddress("no such mailbox")
+
+    harness = Harness(deps, clock, reject, non_retryable=(BadAddress,))
+    job_id = _delayed_job(deps, clock, harness)
+    harness.poll()
+    job = deps.jobs.get(job_id)
+    assert (job.status, job.attempts) == (Status.DEAD, 1)
+    assert [d["id"] for d in harness.dead_letters()] == [job_id]
+
+
+def test_raising_non_retryable_error_is_the_same(deps: Dependencies, clock: ManualClock) -> None:
+    def reject(job: Envelope) -> None:
+        raise NonRetryableError("invalid payload")
+
+    harness = Harness(deps, clock, reject)
+    job_id = _delayed_job(deps, clock, harness)
+    harness.poll()
+    assert deps.jobs.get(job_id).status is Status.DEAD
+
+
+def test_a_duplicate_delivery_runs_the_function_once(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    harness = Harness(deps, clock, lambda job: "done")
+    job_id = _delayed_job(deps, clock, harness)
+    url = deps.settings.queue_urls["default"]
+    [message] = harness.sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    event = sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:default")
+    # When SQS delivers the same message twice (at-least-once), the second after success
+    harness.consumer.lambda_handler(event, FakeLambdaContext())
+    harness.consumer.lambda_handler(event, FakeLambdaContext())
+    # Then the function ran once
+    assert [c.id for c in harness.calls] == [job_id]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_a_crash_before_the_ack_is_redelivered_and_succeeds(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    crashes = [True]
+
+    def dies_once(job: Envelope) -> str:
+        if crashes.pop() if crashes else False:
+            raise SystemExit("Lambda runtime killed mid-job")  # not an Exception: a crash
+        return "ok"
+
+    harness = Harness(deps, clock, dies_once)
+    job_id = _delayed_job(deps, clock, harness)
+    with pytest.raises(SystemExit):
+        harness.poll()
+    assert deps.jobs.get(job_id).status is Status.QUEUED  # nothing recorded, message not deleted
+    clock.advance(seconds=121)  # the queue's visibility timeout
+    assert harness.poll() == []
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+    assert len(harness.calls) == 2
+
+
+def test_a_job_cancelled_while_queued_never_runs(deps: Dependencies, clock: ManualClock) -> None:
+    harness = Harness(deps, clock, lambda job: "ran")
+    job_id = _delayed_job(deps, clock, harness)
+    assert deps.jobs.cancel(job_id) is Status.CANCELLED
+    assert harness.poll() == []
+    assert harness.calls == []
+    assert deps.jobs.get(job_id).status is Status.CANCELLED
+
+
+def test_a_retry_beyond_15_minutes_goes_through_the_table(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    outcomes = [None, RuntimeError("later")]
+
+    def fails_first(job: Envelope) -> str:
+        error = outcomes.pop()
+        if error:
+            raise error
+        return "second time lucky"
+
+    harness = Harness(deps, clock, fails_first)
+    policy = {"initial_delay_seconds": 7200, "factor": 1.0, "max_delay_seconds": 7200}
+    job_id = _delayed_job(deps, clock, harness, retry=policy)
+    harness.poll()
+    job = deps.jobs.get(job_id)
+    assert job.status is Status.FAILED and job.next_attempt_at_ms is not None
+    wait_ms = job.next_attempt_at_ms - clock.now_ms()
+    assert 900_000 < wait_ms <= 7_200_000  # seed 42 gives a wait beyond SQS's 15 minutes
+    # When the sweeps run up to the retry time
+    while clock.now_ms() < job.next_attempt_at_ms:
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+        clock.advance(seconds=60)
+    harness.poll()
+    # Then attempt 2 ran at its time and succeeded
+    assert [c.attempt for c in harness.calls] == [1, 2]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_a_body_that_is_not_an_envelope_fails_only_its_record(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    harness = Harness(deps, clock, lambda job: "ok")
+    url = deps.settings.queue_urls["default"]
+    harness.sqs.send_message(QueueUrl=url, MessageBody='{"not": "an envelope"}')
+    failed = harness.poll()
+    assert len(failed) == 1
+
+
+def test_get_shows_the_attempt_history_of_a_dead_job(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    def reject(job: Envelope) -> None:
+        raise NonRetryableError("payload has no recipient")
+
+    harness = Harness(deps, clock, reject)
+    job_id = _delayed_job(deps, clock, harness)
+    harness.poll()
+    detail = JobDetail.of(deps.jobs.get(job_id)).model_dump()
+    assert detail["status"] == "dead"
+    assert detail["last_error"]["error_type"] == "NonRetryableError"
+    assert detail["last_error"]["message"] == "payload has no recipient"
+    assert [h["attempt"] for h in detail["history"]] == [1]
+    assert detail["started_at"] and detail["finished_at"]
