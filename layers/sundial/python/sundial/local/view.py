@@ -61,33 +61,21 @@ def job_counts(runtime: LocalRuntime, dynamodb: Any) -> dict[str, Counter[str]]:
 def status_table(runtime: LocalRuntime, dynamodb: Any, sqs: Any) -> Table:
     counts = job_counts(runtime, dynamodb)
     table = Table(title="jobs by queue", title_justify="left")
-    for column in (
-        "queue",
-        "pending",
-        "queued",
-        "in SQS: delayed",
-        "ready",
-        "in flight",
-        "consumed",
-        "cancelled",
-        "other",
-    ):
+    statuses = ("pending", "queued", "running", "succeeded", "failed", "dead", "cancelled")
+    columns = ("queue", *statuses, "SQS: delayed", "ready", "in flight", "consumed")
+    for column in columns:
         table.add_column(column, justify="left" if column == "queue" else "right")
     for name, url in sorted(runtime.job_queue_urls().items()):
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         by_status = counts.get(name, Counter())
-        other = sum(v for k, v in by_status.items() if k not in ("pending", "queued", "cancelled"))
         consumed = runtime.counts.get(f"{name}:done", 0)
         table.add_row(
             name,
-            str(by_status["pending"]),
-            str(by_status["queued"]),
+            *(str(by_status[status]) for status in statuses),
             attributes.get("ApproximateNumberOfMessagesDelayed", "0"),
             attributes.get("ApproximateNumberOfMessages", "0"),
             attributes.get("ApproximateNumberOfMessagesNotVisible", "0"),
             str(consumed) if name in runtime.consumed_queues else "-",
-            str(by_status["cancelled"]),
-            str(other),
         )
     return table
 
