@@ -93,6 +93,11 @@ class JobsApi(Construct):
             methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
             integration=jobs_integration,
         )
+        self.http_api.add_routes(
+            path="/jobs/{job_id}/retry",
+            methods=[apigwv2.HttpMethod.POST],
+            integration=jobs_integration,
+        )
 
     @property
     def url(self) -> str:

@@ -179,3 +179,22 @@ def test_a_json_body_sent_with_a_form_content_type_is_read_as_json(deps: Depende
     # Then the job is accepted as if it were labelled JSON
     response = submit_lambda.handler(event, FakeLambdaContext())
     assert response["statusCode"] == 201, response["body"]
+
+
+def test_retry_over_http(deps: Dependencies) -> None:
+    _, created = _call("POST", "/jobs", {"queue": "default", "delay_seconds": 3600})
+
+    def retry(job_id: str) -> tuple[int, Any]:
+        event = http_api_event("POST", f"/jobs/{job_id}/retry", route="/jobs/{job_id}/retry")
+        event["pathParameters"] = {"job_id": job_id}
+        response = jobs_lambda.handler(event, FakeLambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    status, error = retry(created["id"])
+    assert status == 409 and "pending" in error["message"]
+    _call("DELETE", f"/jobs/{created['id']}")
+    status, job = retry(created["id"])
+    assert (status, job["status"]) == (200, "queued")
+    assert retry("garbage")[0] == 400
+    unknown = JobKey(shard=2, due_ms=1_800_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
+    assert retry(unknown)[0] == 404

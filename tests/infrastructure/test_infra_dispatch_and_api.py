@@ -14,6 +14,7 @@ pytestmark = pytest.mark.infra
 ROUTES = {
     "POST /jobs": "submit",
     "POST /jobs/batch": "submit",
+    "POST /jobs/{job_id}/retry": "jobs",
     "GET /jobs/{job_id}": "jobs",
     "DELETE /jobs/{job_id}": "jobs",
 }

@@ -15,6 +15,7 @@ from sundial.api.models import JobDetail
 from sundial.clock import ManualClock
 from sundial.consumer import ConsumerDeps, JobConsumer, NonRetryableError
 from sundial.envelope import Envelope
+from sundial.errors import Conflict
 from sundial.models import Status
 from sundial.sender import QueueSender
 from sundial.store import JobStore
@@ -342,3 +343,48 @@ def test_get_shows_the_attempt_history_of_a_dead_job(
     assert detail["last_error"]["message"] == "payload has no recipient"
     assert [h["attempt"] for h in detail["history"]] == [1]
     assert detail["started_at"] and detail["finished_at"]
+
+
+def test_retrying_a_dead_job_runs_it_again_once(deps: Dependencies, clock: ManualClock) -> None:
+    outcomes = [None, NonRetryableError("bad day")]
+
+    def flaky(job: Envelope) -> str:
+        error = outcomes.pop()
+        if error:
+            raise error
+        return "fixed"
+
+    harness = Harness(deps, clock, flaky)
+    job_id = _delayed_job(deps, clock, harness)
+    harness.poll()
+    assert deps.jobs.get(job_id).status is Status.DEAD
+    # When an operator retries it, twice over
+    requeued = deps.jobs.retry(job_id)
+    assert requeued.status is Status.QUEUED
+    with pytest.raises(Conflict):
+        deps.jobs.retry(job_id)
+    # Then it runs once more, as attempt 2, and succeeds
+    harness.poll()
+    job = deps.jobs.get(job_id)
+    assert [c.attempt for c in harness.calls] == [1, 2]
+    assert (job.status, job.attempts) == (Status.SUCCEEDED, 2)
+    assert job.max_attempts == 1 + 3  # the queue's budget again
+    with pytest.raises(Conflict):
+        deps.jobs.retry(job_id)  # succeeded: nothing to retry
+
+
+def test_retrying_a_cancelled_job_runs_it(deps: Dependencies, clock: ManualClock) -> None:
+    harness = Harness(deps, clock, lambda job: "ran")
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
+    deps.jobs.cancel(job_id)
+    deps.jobs.retry(job_id)
+    harness.poll()
+    assert [c.attempt for c in harness.calls] == [1]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_retrying_a_pending_job_is_a_conflict(deps: Dependencies, clock: ManualClock) -> None:
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
+    with pytest.raises(Conflict) as raised:
+        deps.jobs.retry(job_id)
+    assert raised.value.status is Status.PENDING

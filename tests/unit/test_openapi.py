@@ -22,6 +22,7 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/batch", "post"),
         ("/jobs/{job_id}", "get"),
         ("/jobs/{job_id}", "delete"),
+        ("/jobs/{job_id}/retry", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

@@ -188,6 +188,33 @@ class JobService:
             raise JobNotFound(job_id)
         return job
 
+    def retry(self, job_id: str) -> Job:
+        """Re-queue a dead, failed or cancelled job now, with the queue's attempt budget again.
+        Repeating it is harmless: the job is then queued, and a second retry is a 409."""
+        key = JobKey.from_job_id(job_id)
+        now = self._clock.now_ms()
+        current = self._store.get(key)
+        if current is None:
+            raise JobNotFound(job_id)
+        requeued, job = self._store.requeue(
+            key,
+            extra_attempts=self._default_attempts(current.queue),
+            now_ms=now,
+            stale_before_ms=now - SUBMIT_IN_FLIGHT_MS,
+        )
+        if not requeued or job is None:
+            status = job.status if job else current.status
+            reason = f"job is {status}; only dead, failed or cancelled jobs can be retried"
+            raise Conflict(reason, status=status)
+        # Its next attempt is attempts + 1: the consumer's fence accepts a pending, direct job
+        # for exactly that attempt, so the send may come before the claim (as on submit).
+        if self._sender.send([Outgoing(job, attempt=job.attempts + 1, due_ms=now)], now_ms=now):
+            raise Unavailable(f"job {job.id} could not be handed to SQS; retry the request")
+        token = f"retry:{ULID.from_timestamp(now / 1000)}"
+        if self._store.claim(key, token=token, now_ms=now, lease_ms=0).won:
+            job.status, job.queued_at_ms = Status.QUEUED, now
+        return job
+
     def cancel(self, job_id: str) -> Status:
         """Cancel a pending, queued or failed job. A queued job's message may still reach its
         consumer, whose status check skips it. Cancelling twice is harmless."""

@@ -189,7 +189,7 @@ class JobStore:
         a failed condition hands back the old item at no extra cost (ALL_OLD)."""
         call = self._db.put_item if operation == "put" else self._db.update_item
         try:
-            call(
+            response = call(
                 TableName=self._table,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ReturnConsumedCapacity="TOTAL",
@@ -199,7 +199,8 @@ class JobStore:
             if _is_condition_failure(error):
                 return False, cast("Item | None", dict(error.response).get("Item"))
             raise
-        return True, None
+        # With ReturnValues=ALL_NEW, hand back the item as written.
+        return True, cast("Item | None", dict(response).get("Attributes"))
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -386,6 +387,40 @@ class JobStore:
             ConditionExpression=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
+        )
+        return written, item_to_job(old) if old else None
+
+    def requeue(
+        self, key: JobKey, *, extra_attempts: int, now_ms: int, stale_before_ms: int
+    ) -> tuple[bool, Job | None]:
+        """A manual retry: dead, failed or cancelled -> pending (direct), with `extra_attempts`
+        more attempts. The caller then sends the job and claims it, as the submit path does.
+        A retry that died before its send left the job pending and direct; once older than
+        `stale_before_ms` it may be retried again."""
+        written, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "SET #status = :pending, direct = :true, max_attempts = attempts + :extra,"
+                " retried_at = :now REMOVE finished_at, next_attempt_at, expires_at,"
+                " cancelled_at, claim_token, lease_until"
+            ),
+            ConditionExpression=(
+                "#status IN (:dead, :failed, :cancelled)"
+                " OR (#status = :pending AND direct = :true AND retried_at < :stale)"
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":pending": _s(Status.PENDING),
+                ":dead": _s(Status.DEAD),
+                ":failed": _s(Status.FAILED),
+                ":cancelled": _s(Status.CANCELLED),
+                ":true": {"BOOL": True},
+                ":extra": _n(extra_attempts),
+                ":now": _n(now_ms),
+                ":stale": _n(stale_before_ms),
+            },
+            ReturnValues="ALL_NEW",
         )
         return written, item_to_job(old) if old else None
 

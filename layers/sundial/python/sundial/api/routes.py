@@ -99,6 +99,26 @@ def get_job(job_id: JobId) -> JobDetail:
     return JobDetail.of(dependencies().jobs.get(job_id))
 
 
+@jobs_router.post(
+    "/jobs/<job_id>/retry",
+    summary="Retry a job",
+    description="Re-queues a dead, failed or cancelled job to run now, with its queue's "
+    "attempt budget again. Any other status is a 409, so repeating a retry runs nothing twice.",
+    tags=["jobs"],
+    responses={
+        200: _documented(JobSummary, "Re-queued"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _documented(ErrorBody, "The job is pending, queued, running or succeeded"),
+        503: _documented(ErrorBody, "AWS was unavailable; retry the request"),
+    },
+)
+def retry_job(job_id: JobId) -> JobSummary:
+    job = dependencies().jobs.retry(job_id)
+    metrics.add_metric(name="JobsRetried", unit=MetricUnit.Count, value=1)
+    return JobSummary.of(job)
+
+
 @jobs_router.delete(
     "/jobs/<job_id>",
     summary="Cancel a job",
