@@ -42,7 +42,8 @@ def run_job(job: Envelope) -> dict[str, int]:
     return {"lateness_ms": lateness_ms}
 
 
-job_consumer = JobConsumer(run_job)
+# The demo queue's visibility timeout (cdk.json): the heartbeat renews it while a job runs.
+job_consumer = JobConsumer(run_job, visibility_timeout_s=30)
 
 
 @logger.inject_lambda_context

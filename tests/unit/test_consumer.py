@@ -388,3 +388,45 @@ def test_retrying_a_pending_job_is_a_conflict(deps: Dependencies, clock: ManualC
     with pytest.raises(Conflict) as raised:
         deps.jobs.retry(job_id)
     assert raised.value.status is Status.PENDING
+
+
+def test_the_heartbeat_keeps_a_long_job_from_being_delivered_again(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a 10-minute job on a queue whose visibility timeout is 2 minutes
+    url = deps.settings.queue_urls["default"]
+    seen_again: list[Any] = []
+
+    def ten_minutes(job: Envelope) -> str:
+        heartbeat = harness.consumer.current_heartbeat
+        assert heartbeat is not None
+        for minute in range(1, 11):
+            clock.advance(seconds=60)
+            assert heartbeat.wait_for_beats(minute, timeout_s=10)  # a beat per 40 s of clock
+            seen_again.extend(harness.sqs.receive_message(QueueUrl=url).get("Messages", []))
+        return "done"
+
+    harness = Harness(deps, clock, ten_minutes, visibility_timeout_s=120)
+    job_id = _delayed_job(deps, clock, harness)
+    # When it runs, the message is never visible to anyone else meanwhile
+    assert harness.poll() == []
+    assert seen_again == []
+    assert len(harness.calls) == 1
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_without_a_heartbeat_a_long_job_is_delivered_again(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    url = deps.settings.queue_urls["default"]
+    seen_again: list[Any] = []
+
+    def ten_minutes(job: Envelope) -> str:
+        clock.advance(seconds=600)
+        seen_again.extend(harness.sqs.receive_message(QueueUrl=url).get("Messages", []))
+        return "done"
+
+    harness = Harness(deps, clock, ten_minutes, visibility_timeout_s=None)
+    _delayed_job(deps, clock, harness)
+    harness.poll()
+    assert len(seen_again) == 1  # what the heartbeat prevents

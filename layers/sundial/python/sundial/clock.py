@@ -14,10 +14,17 @@ class Clock(Protocol):
         """Milliseconds since the Unix epoch, UTC."""
         ...
 
+    def wait_until(self, epoch_ms: int, stop: threading.Event) -> bool:
+        """Block until the clock reads `epoch_ms` or `stop` is set. True if the time came."""
+        ...
+
 
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def wait_until(self, epoch_ms: int, stop: threading.Event) -> bool:
+        return not stop.wait(max(0.0, (epoch_ms - self.now_ms()) / 1000))
 
 
 class ManualClock:
@@ -25,7 +32,7 @@ class ManualClock:
 
     def __init__(self, start_ms: int) -> None:
         self._now_ms = start_ms
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
 
     @classmethod
     def at(cls, moment: datetime) -> ManualClock:
@@ -40,6 +47,7 @@ class ManualClock:
     def advance(self, *, seconds: float = 0, ms: int = 0) -> int:
         with self._lock:
             self._now_ms += ms + round(seconds * 1000)
+            self._lock.notify_all()
             return self._now_ms
 
     def set(self, now_ms: int) -> None:
@@ -47,6 +55,16 @@ class ManualClock:
             if now_ms < self._now_ms:
                 raise ValueError("ManualClock never goes backwards")
             self._now_ms = now_ms
+            self._lock.notify_all()
+
+    def wait_until(self, epoch_ms: int, stop: threading.Event) -> bool:
+        """Wakes when a test moves the clock to `epoch_ms` (or `stop` is set), not in real time."""
+        with self._lock:
+            while self._now_ms < epoch_ms:
+                if stop.is_set():
+                    return False
+                self._lock.wait(timeout=0.05)  # rechecks `stop`, which cannot notify this lock
+            return not stop.is_set()
 
 
 def to_datetime(epoch_ms: int) -> datetime:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from botocore.exceptions import BotoCoreError, ClientError
 from ulid import ULID
 
 from sundial.clock import Clock
@@ -78,6 +80,53 @@ class ConsumerDeps:
     rng: random.Random
 
 
+class Heartbeat:
+    """While a job runs, keeps its SQS message invisible: every third of the visibility
+    timeout it pushes the visibility out by a whole timeout again. So a 10-minute job on a
+    2-minute visibility timeout is not delivered a second time, while a consumer that dies
+    stops beating and its message comes back within one timeout."""
+
+    def __init__(
+        self,
+        *,
+        queues: QueueSender,
+        queue: str,
+        receipt_handle: str,
+        visibility_s: int,
+        clock: Clock,
+    ) -> None:
+        self._queues, self._queue, self._receipt = queues, queue, receipt_handle
+        self._visibility_s = visibility_s
+        self._clock = clock
+        self._stop = threading.Event()
+        self._beat = threading.Condition()
+        self.beats = 0
+        self._thread = threading.Thread(target=self._run, name="sundial-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def wait_for_beats(self, count: int, timeout_s: float) -> bool:
+        with self._beat:
+            return self._beat.wait_for(lambda: self.beats >= count, timeout=timeout_s)
+
+    def _run(self) -> None:
+        interval_ms = self._visibility_s * 1000 // 3
+        while self._clock.wait_until(self._clock.now_ms() + interval_ms, self._stop):
+            try:
+                self._queues.extend_visibility(self._queue, self._receipt, self._visibility_s)
+            except (ClientError, BotoCoreError):
+                logger.warning("heartbeat failed; the message may be delivered again")
+            with self._beat:
+                self.beats += 1
+                self._beat.notify_all()
+
+
 class JobConsumer:
     def __init__(
         self,
@@ -85,9 +134,14 @@ class JobConsumer:
         *,
         non_retryable: tuple[type[BaseException], ...] = (),
         track_running: bool = False,
+        visibility_timeout_s: int | None = 120,
         deps: Callable[[], ConsumerDeps] | None = None,
     ) -> None:
+        """`visibility_timeout_s`: the queue's visibility timeout, which the heartbeat keeps
+        renewing while the function runs; None turns the heartbeat off."""
         self._function = function
+        self._visibility_s = visibility_timeout_s
+        self.current_heartbeat: Heartbeat | None = None
         self._non_retryable: tuple[type[BaseException], ...] = (NonRetryableError, *non_retryable)
         self._track_running = track_running
         self._deps_factory = deps or default_deps
@@ -127,11 +181,25 @@ class JobConsumer:
                 logger.info("attempt taken by another delivery", extra=_ids(envelope, current))
                 return
         try:
-            result = self._function(envelope)
-        except Exception as error:
+            result = self._run_with_heartbeat(envelope, record.receipt_handle)
+        except Exception as error:  # every failure of the job is recorded
             self._failed(job, envelope, started, error)
         else:
             self._succeeded(job, envelope, started, result)
+
+    def _run_with_heartbeat(self, envelope: Envelope, receipt_handle: str) -> Any:
+        if self._visibility_s is None or envelope.queue not in self.deps.settings.queue_urls:
+            return self._function(envelope)
+        heartbeat = Heartbeat(
+            queues=self.deps.queues,
+            queue=envelope.queue,
+            receipt_handle=receipt_handle,
+            visibility_s=self._visibility_s,
+            clock=self.deps.clock,
+        )
+        self.current_heartbeat = heartbeat
+        with heartbeat:
+            return self._function(envelope)
 
     def _runnable(self, job: Job, attempt: int, envelope: Envelope) -> bool:
         """The fence. False means: acknowledge this delivery without running the job."""
@@ -267,13 +335,19 @@ class JobConsumer:
 
 
 def consumer(
-    *, non_retryable: tuple[type[BaseException], ...] = (), track_running: bool = False
+    *,
+    non_retryable: tuple[type[BaseException], ...] = (),
+    track_running: bool = False,
+    visibility_timeout_s: int | None = 120,
 ) -> Callable[[JobFunction], Callable[[dict[str, Any], Any], dict[str, Any]]]:
     """Decorator: turns `def f(job: Envelope) -> JSON` into an SQS-triggered Lambda handler."""
 
     def wrap(function: JobFunction) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         job_consumer = JobConsumer(
-            function, non_retryable=non_retryable, track_running=track_running
+            function,
+            non_retryable=non_retryable,
+            track_running=track_running,
+            visibility_timeout_s=visibility_timeout_s,
         )
         return job_consumer.lambda_handler
 
@@ -316,6 +390,7 @@ def _failure(job: Job, error: AttemptError, next_at: int | None) -> dict[str, An
 __all__ = [
     "ConsumerBusyError",
     "Envelope",
+    "Heartbeat",
     "JobConsumer",
     "NonRetryableError",
     "RetryPolicy",

@@ -56,6 +56,12 @@ class QueueSender:
                 failed.extend(self._send_batch(self._urls[queue], batch))
         return failed
 
+    def extend_visibility(self, queue: str, receipt_handle: str, seconds: int) -> None:
+        """Keep a message that is being worked on from being delivered again (heartbeat)."""
+        self._sqs.change_message_visibility(
+            QueueUrl=self._urls[queue], ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+        )
+
     def _send_batch(self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]]) -> list[Outgoing]:
         try:
             response = self._sqs.send_message_batch(QueueUrl=url, Entries=[e for _, e in batch])  # type: ignore[misc]
