@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from sundial.local.triggers import sqs_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -53,22 +56,50 @@ def create_queues(client: SQSClient) -> tuple[dict[str, str], dict[str, str]]:
 
 def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
     """The event an SQS event source mapping sends for received messages."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m.get("Attributes", {}),
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
+    return {"Records": [sqs_record(dict(m), queue_arn) for m in messages]}
+
+
+class WriteMeter:
+    """Counts DynamoDB write requests of every client made from `session`, by what they do,
+    and the capacity moto reports. Sweep cursors and the shard-count record are per-shard
+    costs, counted apart from the per-job writes."""
+
+    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
+    PER_SHARD = ("cursor", "shards")
+
+    def __init__(self, session: Any) -> None:
+        self.requests: Counter[str] = Counter()
+        self.reported_units = 0.0
+        session.events.register("provide-client-params.dynamodb.*", self._before)
+        session.events.register("after-call.dynamodb.*", self._after)
+
+    def job_writes(self) -> int:
+        return sum(n for kind, n in self.requests.items() if kind not in self.PER_SHARD)
+
+    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "BatchWriteItem":
+            self.requests["put"] += sum(len(v) for v in params["RequestItems"].values())
+        elif model.name == "PutItem":
+            self.requests["put"] += 1
+        elif model.name == "UpdateItem":
+            values = params.get("ExpressionAttributeValues", {})
+            if params["Key"]["sk"]["S"] in self.PER_SHARD:
+                self.requests[params["Key"]["sk"]["S"]] += 1
+            elif ":cancelled" in values:
+                self.requests["cancel"] += 1
+            elif ":token" in values:
+                self.requests["claim"] += 1
+            else:
+                self.requests["other"] += 1
+        elif model.name in self.WRITES:
+            self.requests["other"] += 1
+
+    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name not in self.WRITES:
+            return
+        consumed = parsed.get("ConsumedCapacity") or []
+        for entry in consumed if isinstance(consumed, list) else [consumed]:
+            self.reported_units += float(entry.get("CapacityUnits", 0))
 
 
 def receive_all(client: SQSClient, url: str) -> list[dict[str, Any]]:

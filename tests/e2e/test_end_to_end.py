@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,47 +16,16 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.wiring import Dependencies, configure
-from tests.support import FakeLambdaContext, http_api_event, load_handler, receive_all
+from tests.support import (
+    FakeLambdaContext,
+    WriteMeter,
+    http_api_event,
+    load_handler,
+    receive_all,
+)
 
 JOBS, CANCELS = 300, 30
 HORIZON_S = 2 * 3600
-
-
-class WriteMeter:
-    """Counts DynamoDB write requests and the capacity moto reports, per operation."""
-
-    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
-
-    def __init__(self, session: boto3.Session) -> None:
-        self.requests: Counter[str] = Counter()
-        self.reported_units = 0.0
-        session.events.register("provide-client-params.dynamodb.*", self._before)
-        session.events.register("after-call.dynamodb.*", self._after)
-
-    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name == "BatchWriteItem":
-            self.requests["put"] += sum(len(v) for v in params["RequestItems"].values())
-        elif model.name == "PutItem":
-            self.requests["put"] += 1
-        elif model.name == "UpdateItem":
-            values = params.get("ExpressionAttributeValues", {})
-            if params["Key"]["sk"]["S"] in ("cursor", "shards"):
-                self.requests[params["Key"]["sk"]["S"]] += 1
-            elif ":cancelled" in values:
-                self.requests["cancel"] += 1
-            elif ":queued" in values:
-                self.requests["claim"] += 1
-            else:
-                self.requests["other"] += 1
-        elif model.name in self.WRITES:
-            self.requests["other"] += 1
-
-    def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name not in self.WRITES:
-            return
-        consumed = parsed.get("ConsumedCapacity") or []
-        for entry in consumed if isinstance(consumed, list) else [consumed]:
-            self.reported_units += float(entry.get("CapacityUnits", 0))
 
 
 @pytest.fixture

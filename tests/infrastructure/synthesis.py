@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,19 +65,22 @@ class Synthesized:
     def allowed(self, name: str) -> dict[str, list[Any]]:
         """Every IAM action the function's role allows, mapped to the resources it applies to."""
         role_id = self.function_properties(name)["Role"]["Fn::GetAtt"][0]
-        allowed: dict[str, list[Any]] = {}
-        for policy in self.resources("AWS::IAM::Policy").values():
-            if {"Ref": role_id} not in policy["Properties"]["Roles"]:
-                continue
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-                assert statement["Effect"] == "Allow"
-                actions = statement["Action"]
-                resources = statement["Resource"]
-                for action in [actions] if isinstance(actions, str) else actions:
-                    allowed.setdefault(action, []).extend(
-                        resources if isinstance(resources, list) else [resources]
-                    )
-        return allowed
+        policies = self.resources("AWS::IAM::Policy").values()
+        return allowed_actions(p for p in policies if {"Ref": role_id} in p["Properties"]["Roles"])
+
+
+def allowed_actions(policies: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Every action the IAM policies allow, mapped to the resources it applies to."""
+    allowed: dict[str, list[Any]] = {}
+    for policy in policies:
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            actions, resources = statement["Action"], statement["Resource"]
+            for action in [actions] if isinstance(actions, str) else actions:
+                allowed.setdefault(action, []).extend(
+                    resources if isinstance(resources, list) else [resources]
+                )
+    return allowed
 
 
 def synthesize(outdir: Path) -> Synthesized:

@@ -15,7 +15,7 @@ from aws_cdk.assertions import Template
 from stacks.consumers import QueueConsumer
 from stacks.settings import SundialSettings
 from stacks.sundial import SundialStack
-from tests.infrastructure.synthesis import Synthesized, cdk_json_context
+from tests.infrastructure.synthesis import Synthesized, allowed_actions, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
@@ -189,17 +189,8 @@ def test_queue_consumer_rejects_props_outside_aws_limits(
 
 def _statements(consumer: QueueConsumer) -> dict[str, list[Any]]:
     """{action: resources} of every statement in the consumer function's role policies."""
-    allowed: dict[str, list[Any]] = {}
     template = Template.from_stack(cdk.Stack.of(consumer))
-    for policy in template.find_resources("AWS::IAM::Policy").values():
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            actions = statement["Action"]
-            resources = statement["Resource"]
-            for action in [actions] if isinstance(actions, str) else actions:
-                allowed.setdefault(action, []).extend(
-                    resources if isinstance(resources, list) else [resources]
-                )
-    return allowed
+    return allowed_actions(template.find_resources("AWS::IAM::Policy").values())
 
 
 def _arn(consumer: QueueConsumer, construct: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections import Counter
 from typing import Any
 
 import boto3
@@ -22,7 +21,7 @@ from sundial.store import JobStore
 from sundial.submission import SubmitJob
 from sundial.sweeper import Sweeper
 from sundial.wiring import Dependencies, configure
-from tests.support import FakeLambdaContext, sqs_event
+from tests.support import FakeLambdaContext, WriteMeter, sqs_event
 
 ALL_SHARDS = list(range(8))
 
@@ -35,8 +34,7 @@ class Harness:
     ) -> None:
         self.deps, self.clock = deps, clock
         self.session = boto3.Session()
-        self.writes: Counter[str] = Counter()
-        self.session.events.register("provide-client-params.dynamodb.*", self._count_writes)
+        self.meter = WriteMeter(self.session)
         dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
         self.sqs = sqs
         store = JobStore(dynamodb, deps.settings.table_name)
@@ -61,15 +59,6 @@ class Harness:
             ),
             **options,
         )
-
-    def _count_writes(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        # Sweep cursors are a per-shard cost (at most one write per shard per sweep), counted apart.
-        if model.name == "UpdateItem" and params["Key"]["sk"]["S"] == "cursor":
-            self.writes["cursor"] += 1
-        elif model.name in ("PutItem", "UpdateItem", "DeleteItem"):
-            self.writes[model.name] += 1
-        elif model.name == "BatchWriteItem":
-            self.writes[model.name] += sum(len(v) for v in params["RequestItems"].values())
 
     def poll(self, queue: str = "default") -> list[str]:
         """Deliver every visible message once. Returns the message ids the consumer failed."""
@@ -173,7 +162,7 @@ def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
 
 
 def _job_writes(harness: Harness) -> int:
-    return sum(v for k, v in harness.writes.items() if k != "cursor")
+    return harness.meter.job_writes()
 
 
 def _with_session(deps: Dependencies, clock: ManualClock, session: boto3.Session) -> Dependencies:

@@ -262,40 +262,28 @@ class JobConsumer:
             traceback_head="".join(traceback.format_exception(error))[:MAX_TRACEBACK_HEAD],
         )
         retryable = not isinstance(error, self._non_retryable)
+        next_at: int | None = None
         if retryable and attempt < job.max_attempts:
             policy = job.retry or deps.settings.retry_defaults_for(job.queue).policy()
             next_at = now + policy.delay_ms(attempt, deps.rng)
-            written, current = deps.store.record_attempt(
-                job.key,
-                attempt=attempt,
-                outcome=Status.FAILED,
-                started_at_ms=started,
-                now_ms=now,
-                error=record,
-                next_attempt_at_ms=next_at,
-            )
-            if written:
-                logger.warning(
-                    "attempt failed; retry scheduled", extra=_failure(job, record, next_at)
-                )
-                self._schedule_retry(job, attempt + 1, next_at)
-            else:
-                logger.warning("attempt failed; status had moved on", extra=_ids(envelope, current))
-            return
         written, current = deps.store.record_attempt(
             job.key,
             attempt=attempt,
-            outcome=Status.DEAD,
+            outcome=Status.FAILED if next_at is not None else Status.DEAD,
             started_at_ms=started,
             now_ms=now,
             error=record,
-            expires_at_s=self._expiry(now),
+            next_attempt_at_ms=next_at,
+            expires_at_s=None if next_at is not None else self._expiry(now),
         )
-        if written:
+        if not written:
+            logger.warning("attempt failed; status had moved on", extra=_ids(envelope, current))
+        elif next_at is not None:
+            logger.warning("attempt failed; retry scheduled", extra=_failure(job, record, next_at))
+            self._schedule_retry(job, attempt + 1, next_at)
+        else:
             logger.error("job is dead", extra=_failure(job, record, None))
             self._to_dead_letter_queue(job, attempt)
-        else:
-            logger.warning("attempt failed; status had moved on", extra=_ids(envelope, current))
 
     def _schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
         deps = self.deps

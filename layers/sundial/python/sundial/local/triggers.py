@@ -126,7 +126,7 @@ class QueuePoller(threading.Thread):
         return messages
 
     def _deliver(self, messages: list[dict[str, Any]]) -> None:
-        event = {"Records": [self._record(m) for m in messages]}
+        event = {"Records": [sqs_record(m, self._arn) for m in messages]}
         try:
             result = self._target.invoke(event)
         except InvocationError as error:
@@ -148,16 +148,18 @@ class QueuePoller(threading.Thread):
         self._counts[f"{self._queue}:done"] += len(done)
         self._counts[f"{self._queue}:failed"] += len(failed)
 
-    def _record(self, message: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message.get("Attributes", {}),
-            "messageAttributes": message.get("MessageAttributes", {}),
-            "md5OfBody": message.get("MD5OfBody")
-            or hashlib.md5(message["Body"].encode()).hexdigest(),
-            "eventSource": "aws:sqs",
-            "eventSourceARN": self._arn,
-            "awsRegion": REGION,
-        }
+
+def sqs_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+    """One record of the event an SQS event source mapping sends, from a received message."""
+    body = message["Body"]
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": body,
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": message.get("MessageAttributes", {}),
+        "md5OfBody": message.get("MD5OfBody") or hashlib.md5(body.encode()).hexdigest(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": REGION,
+    }
