@@ -25,7 +25,7 @@ QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:default"
 def handler_clock(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> ManualClock:
     monkeypatch.setattr(consumer_lambda, "clock", clock)
     # The SDK reads the process's dependencies lazily; start from the test's.
-    monkeypatch.setattr(consumer_lambda.job_consumer, "_deps", None)
+    monkeypatch.setattr(consumer_lambda.job_consumer, "_attempts", None)
     return clock
 
 

@@ -1,0 +1,239 @@
+"""How an attempt of a job begins and ends, whoever runs it: the consumer SDK inside an
+SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP API.
+
+- `admit` is the fence: it says whether this delivery of attempt N may run, and repairs the
+  follow-up work (a retry message, the DLQ copy) that a runner which died part-way left undone.
+- `start` marks the attempt `running` (one more write; optional for the Lambda consumer).
+- `succeed` and `fail` end the attempt with one conditional write each, so an illegal
+  transition (succeeded → running on a duplicate delivery, say) is refused. `fail` schedules
+  the retry (SQS DelaySeconds up to 15 minutes, a timer item in the table beyond) or, when the
+  attempts run out or the error is not retryable, marks the job `dead` and sends it to its
+  queue's DLQ.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from ulid import ULID
+
+from sundial.clock import Clock
+from sundial.ids import JobKey
+from sundial.models import AttemptError, Job, Status
+from sundial.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
+from sundial.settings import Settings
+from sundial.store import JobStore
+
+MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
+MAX_ERROR_MESSAGE = 500
+MAX_TRACEBACK_HEAD = 1_000
+# A `running` job whose runner has been silent this long is taken to be dead.
+RUNNING_TAKEOVER_MS = 15 * 60 * 1000
+
+logger = Logger(child=True)
+
+
+class AttemptBusyError(Exception):
+    """Another delivery of the same attempt is running it now; SQS will deliver this again."""
+
+
+@dataclass(frozen=True)
+class LifecycleDeps:
+    store: JobStore
+    queues: QueueSender  # the job queues, for retries
+    dead_letters: QueueSender  # the DLQs
+    settings: Settings
+    clock: Clock
+    rng: random.Random
+
+
+def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptError:
+    """The record kept in the job's history for a failed attempt."""
+    return AttemptError(
+        attempt=attempt,
+        at_ms=at_ms,
+        error_type=type(error).__name__,
+        message=str(error)[:MAX_ERROR_MESSAGE],
+        traceback_head="".join(traceback.format_exception(error))[:MAX_TRACEBACK_HEAD],
+    )
+
+
+class Attempts:
+    def __init__(self, deps: LifecycleDeps) -> None:
+        self.deps = deps
+
+    def admit(self, job: Job, attempt: int) -> bool:
+        """The fence. False means: acknowledge this delivery without running the job."""
+        extra = {"id": job.id, "status": str(job.status), "attempt": attempt}
+        if job.status in (Status.CANCELLED, Status.SUCCEEDED):
+            logger.info("skipped: job is already finished", extra=extra)
+            return False
+        if job.attempts == attempt and job.status is Status.FAILED:
+            # This attempt failed before but the retry may not have been scheduled (the runner
+            # died in between): schedule it again. A duplicate retry message is harmless.
+            assert job.next_attempt_at_ms is not None
+            self.schedule_retry(job, attempt + 1, job.next_attempt_at_ms)
+            return False
+        if job.attempts == attempt and job.status is Status.DEAD:
+            self.to_dead_letter_queue(job, attempt)  # again, in case the first send was lost
+            return False
+        if job.attempts == attempt and job.status is Status.RUNNING:
+            started = job.started_at_ms or 0
+            if self.deps.clock.now_ms() - started < RUNNING_TAKEOVER_MS:
+                raise AttemptBusyError(f"job {job.id} attempt {attempt} is running elsewhere")
+            logger.warning("taking over an attempt whose runner went silent", extra=extra)
+            return True
+        direct_pending = job.status is Status.PENDING and job.direct
+        if job.attempts == attempt - 1 and (
+            job.status in (Status.QUEUED, Status.FAILED) or direct_pending
+        ):
+            return True
+        logger.info("skipped: not this attempt's turn (duplicate or stale)", extra=extra)
+        return False
+
+    def start(self, job: Job, attempt: int) -> int | None:
+        """Mark the attempt running. Returns its start time, or None if another runner has it."""
+        started = self.deps.clock.now_ms()
+        running, current = self.deps.store.mark_running(job.key, attempt=attempt, now_ms=started)
+        if not running:
+            logger.info("attempt taken by another runner", extra=_ids(job, attempt, current))
+            return None
+        return started
+
+    def succeed(self, job: Job, attempt: int, *, started_ms: int, result: Any) -> bool:
+        """End the attempt as succeeded, storing a small result. False if refused."""
+        now = self.deps.clock.now_ms()
+        result_json = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+        if len(result_json.encode()) > MAX_RESULT_BYTES:
+            logger.warning("result not stored: over the limit", extra={"id": job.id})
+            result_json = json.dumps({"omitted": f"result over {MAX_RESULT_BYTES} bytes"})
+        written, current = self.deps.store.record_attempt(
+            job.key,
+            attempt=attempt,
+            outcome=Status.SUCCEEDED,
+            started_at_ms=started_ms,
+            now_ms=now,
+            result_json=result_json if result is not None else None,
+            expires_at_s=self._expiry(now),
+        )
+        if written:
+            logger.info("job succeeded", extra={"id": job.id, "attempt": attempt})
+        else:
+            logger.warning("job ran but its status had moved on", extra=_ids(job, attempt, current))
+        return written
+
+    def fail(
+        self,
+        job: Job,
+        attempt: int,
+        *,
+        started_ms: int,
+        error: AttemptError,
+        retryable: bool = True,
+        retry_delay_ms: int | None = None,
+    ) -> Status | None:
+        """End the attempt as failed (a retry is scheduled, after `retry_delay_ms` or the retry
+        policy's backoff) or dead. Returns the new status, or None if the write was refused."""
+        deps = self.deps
+        now = deps.clock.now_ms()
+        next_at: int | None = None
+        if retryable and attempt < job.max_attempts:
+            if retry_delay_ms is None:
+                policy = job.retry or deps.settings.retry_defaults_for(job.queue).policy()
+                retry_delay_ms = policy.delay_ms(attempt, deps.rng)
+            next_at = now + retry_delay_ms
+        outcome = Status.FAILED if next_at is not None else Status.DEAD
+        written, current = deps.store.record_attempt(
+            job.key,
+            attempt=attempt,
+            outcome=outcome,
+            started_at_ms=started_ms,
+            now_ms=now,
+            error=error,
+            next_attempt_at_ms=next_at,
+            expires_at_s=None if next_at is not None else self._expiry(now),
+        )
+        if not written:
+            logger.warning("attempt failed; status had moved on", extra=_ids(job, attempt, current))
+            return None
+        if next_at is not None:
+            logger.warning("attempt failed; retry scheduled", extra=_failure(job, error, next_at))
+            self.schedule_retry(job, attempt + 1, next_at)
+        else:
+            logger.error("job is dead", extra=_failure(job, error, None))
+            self.to_dead_letter_queue(job, attempt)
+        return outcome
+
+    def schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
+        deps = self.deps
+        now = deps.clock.now_ms()
+        if at_ms - now <= SQS_MAX_DELAY_S * 1000:
+            if deps.queues.send([Outgoing(job, attempt=attempt, due_ms=at_ms)], now_ms=now):
+                raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
+            return
+        # Beyond SQS's 15-minute delay: a timer item the sweeper dispatches at the time. It is
+        # written more than 15 minutes ahead, so no sweep can have passed it (see timing.py).
+        timer = Job(
+            key=JobKey(
+                shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))
+            ),
+            queue=job.queue,
+            payload_json=job.payload_json,
+            priority=job.priority,
+            max_attempts=job.max_attempts,
+            created_at_ms=job.created_at_ms,
+            retry_of=job.key,
+            retry_attempt=attempt,
+            expires_at_s=self._expiry(at_ms),
+        )
+        deps.store.put_if_absent(timer)  # one PutItem: all a consumer's role may write
+
+    def to_dead_letter_queue(self, job: Job, attempt: int) -> None:
+        deps = self.deps
+        if job.queue not in deps.settings.dead_letter_urls:
+            logger.warning("no DLQ configured for queue", extra={"queue": job.queue})
+            return
+        now = deps.clock.now_ms()
+        if deps.dead_letters.send([Outgoing(job, attempt=attempt, due_ms=now)], now_ms=now):
+            raise RuntimeError(f"could not send dead job {job.id} to the DLQ; SQS will redeliver")
+
+    def _expiry(self, now_ms: int) -> int:
+        return now_ms // 1000 + self.deps.settings.retention_days * 86_400
+
+
+def default_lifecycle_deps() -> LifecycleDeps:
+    """What a Lambda uses: the process's dependencies (sundial.wiring)."""
+    from sundial.wiring import dependencies  # noqa: PLC0415 - wiring builds boto3 clients
+
+    deps = dependencies()
+    return LifecycleDeps(
+        store=deps.store,
+        queues=deps.sender,
+        dead_letters=deps.dead_letter_sender,
+        settings=deps.settings,
+        clock=deps.clock,
+        rng=random.Random(),
+    )
+
+
+def _ids(job: Job, attempt: int, current: Job | None) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "attempt": attempt,
+        "status": str(current.status) if current else None,
+    }
+
+
+def _failure(job: Job, error: AttemptError, next_at: int | None) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "attempt": error.attempt,
+        "error_type": error.error_type,
+        "error": error.message,
+        "next_attempt_at": next_at,
+    }
