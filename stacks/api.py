@@ -44,8 +44,8 @@ DEFAULT_BURST_LIMIT = 500
 
 
 class JobsApi(Construct):
-    """Routes `/jobs` to the submit and jobs functions. Callers sign requests with SigV4 and
-    need `execute-api:Invoke` on the route."""
+    """Routes `/jobs` and `/queues` to the submit, jobs and workers functions. Callers sign
+    requests with SigV4 and need `execute-api:Invoke` on the route."""
 
     def __init__(
         self,
@@ -54,6 +54,7 @@ class JobsApi(Construct):
         *,
         submit: lambda_.IFunction,
         jobs: lambda_.IFunction,
+        workers: lambda_.IFunction,
         rate_limit: int = DEFAULT_RATE_LIMIT,
         burst_limit: int = DEFAULT_BURST_LIMIT,
     ) -> None:
@@ -98,6 +99,28 @@ class JobsApi(Construct):
             methods=[apigwv2.HttpMethod.POST],
             integration=jobs_integration,
         )
+        self.http_api.add_routes(
+            path="/queues/{queue}/dead",
+            methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
+            integration=jobs_integration,
+        )
+        self.http_api.add_routes(
+            path="/queues/{queue}/dead/replay",
+            methods=[apigwv2.HttpMethod.POST],
+            integration=jobs_integration,
+        )
+        workers_integration = integrations.HttpLambdaIntegration("Workers", workers)
+        self.http_api.add_routes(
+            path="/queues/{queue}/lease",
+            methods=[apigwv2.HttpMethod.POST],
+            integration=workers_integration,
+        )
+        for action in ("heartbeat", "ack", "nack"):
+            self.http_api.add_routes(
+                path=f"/jobs/{{job_id}}/{action}",
+                methods=[apigwv2.HttpMethod.POST],
+                integration=workers_integration,
+            )
 
     @property
     def url(self) -> str:

@@ -49,6 +49,11 @@ ENV_SHARDS_PER_SWEEPER = "SUNDIAL_SHARDS_PER_SWEEPER"
 SWEEPER_MAX_EVENT_AGE = Duration.seconds(120)
 SWEEPER_RETRY_ATTEMPTS = 2
 
+# An HTTP API waits at most 30 s for its integration; a lease long-polls SQS up to 20 s.
+WORKERS_TIMEOUT = Duration.seconds(29)
+# The DLQs' visibility timeout is 6x this (stacks/job_queues.py), per AWS guidance.
+DEAD_LETTER_INDEXER_TIMEOUT = Duration.seconds(10)
+
 # The example consumer's timeout: a queue feeding it needs a visibility timeout of at least 6x
 # this (stacks/consumers.py checks it), so 30 s for the 5 s here.
 EXAMPLE_CONSUMER_TIMEOUT = Duration.seconds(5)
@@ -127,10 +132,10 @@ class SundialFunction(Construct):
 
 
 class JobFunctions(Construct):
-    """`submit`, `jobs`, `fanout` and `sweeper`, each granted least-privilege access, and the
-    `example_consumer` when settings.example_consumer_queue is set (else None). The example
-    consumer is granted nothing here: attaching it to its queue (stacks/consumers.py) grants it
-    what consuming and the job lifecycle need.
+    """`submit`, `jobs`, `fanout`, `sweeper`, `workers` and `dead_letter_indexer`, each granted
+    least-privilege access, and the `example_consumer` when settings.example_consumer_queue is
+    set (else None). The example consumer is granted nothing here: attaching it to its queue
+    (stacks/consumers.py) grants it what consuming and the job lifecycle need.
 
     `queues` and `dead_letter_queues` map every configured queue name (settings.queues) to its
     SQS queue and to that queue's DLQ."""
@@ -187,6 +192,16 @@ class JobFunctions(Construct):
         fanout = function(
             "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)
         )
+        workers = function(
+            "workers",
+            "Lease, heartbeat, ack and nack jobs for workers outside Lambda",
+            WORKERS_TIMEOUT,
+        )
+        dead_letters = function(
+            "dead_letters",
+            "Indexes every DLQ message in the job table",
+            DEAD_LETTER_INDEXER_TIMEOUT,
+        )
         example_consumer = (
             function(
                 "example_consumer",
@@ -200,6 +215,8 @@ class JobFunctions(Construct):
         self.jobs = jobs.function
         self.sweeper = sweeper.function
         self.fanout = fanout.function
+        self.workers = workers.function
+        self.dead_letter_indexer = dead_letters.function
         self.example_consumer = example_consumer.function if example_consumer else None
         self.fanout.add_environment(ENV_SWEEPER_FUNCTION, self.sweeper.function_name)
         self.fanout.add_environment(ENV_SHARDS_PER_SWEEPER, str(settings.shards_per_sweeper))
@@ -223,9 +240,36 @@ class JobFunctions(Construct):
         # jobs: read, cancel (conditional update) and manually retry one job addressed by its id.
         # A retry (POST /jobs/{id}/retry) re-sends the job to its queue, or puts a retry-timer
         # item when the retry is due beyond the SQS delay window, as the consumer SDK does.
-        table.grant(self.jobs, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+        # Dead letters (GET/DELETE /queues/{queue}/dead, POST .../replay): query a queue's
+        # index items, delete replayed or purged ones; replay is a retry.
+        table.grant(
+            self.jobs,
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
+            "dynamodb:Query",
+            "dynamodb:DeleteItem",
+        )
         for queue in queues.values():
             queue.grant_send_messages(self.jobs)
+
+        # workers: lease (receive with a visibility timeout), heartbeat (change visibility),
+        # ack/nack (delete); the job lifecycle as the consumer SDK runs it: read and
+        # conditionally update the job, put a retry timer, send retries and dead jobs.
+        table.grant(self.workers, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+        for name, queue in queues.items():
+            queue.grant_consume_messages(self.workers)
+            queue.grant_send_messages(self.workers)
+            dead_letter_queues[name].grant_send_messages(self.workers)
+
+        # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
+        # event sources (stacks/dead_letters.py) grant consuming the DLQs.
+        table.grant(
+            self.dead_letter_indexer,
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
+        )
 
         # fanout: read and update its state item in the table, then start the sweepers.
         table.grant(self.fanout, "dynamodb:GetItem", "dynamodb:UpdateItem")

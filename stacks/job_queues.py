@@ -11,6 +11,8 @@ from constructs import Construct
 from stacks.settings import QueueSettings
 
 DLQ_RETENTION = Duration.days(14)
+# The dead-letter indexer drains every DLQ; 6x its 10 s timeout (stacks/consumers.py).
+DLQ_VISIBILITY_TIMEOUT = Duration.seconds(60)
 
 
 class JobQueues(Construct):
@@ -38,6 +40,7 @@ class JobQueues(Construct):
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
                 retention_period=DLQ_RETENTION,
+                visibility_timeout=DLQ_VISIBILITY_TIMEOUT,
             )
             queue = sqs.Queue(
                 self,

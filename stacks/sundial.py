@@ -9,6 +9,7 @@ from constructs import Construct
 
 from stacks.api import JobsApi
 from stacks.consumers import QueueConsumer
+from stacks.dead_letters import DeadLetterIndex
 from stacks.dispatch import DispatchSchedule
 from stacks.functions import EXAMPLE_CONSUMER_TIMEOUT, JobFunctions
 from stacks.job_queues import JobQueues
@@ -18,8 +19,8 @@ from stacks.settings import SundialSettings
 
 
 class Sundial(Construct):
-    """Job table, job queues, functions, the one-minute dispatch tick, the HTTP API, and the
-    example consumer on settings.example_consumer_queue (if set).
+    """Job table, job queues, functions, the one-minute dispatch tick, the dead-letter index,
+    the HTTP API, and the example consumer on settings.example_consumer_queue (if set).
 
     Usable as a construct library: drop it into any stack with a validated SundialSettings.
     """
@@ -40,7 +41,19 @@ class Sundial(Construct):
             layers=self.layers.all,
         )
         self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
-        self.api = JobsApi(self, "Api", submit=self.functions.submit, jobs=self.functions.jobs)
+        self.dead_letter_index = DeadLetterIndex(
+            self,
+            "DeadLetterIndex",
+            function=self.functions.dead_letter_indexer,
+            dead_letter_queues=self.job_queues.dead_letter_queues,
+        )
+        self.api = JobsApi(
+            self,
+            "Api",
+            submit=self.functions.submit,
+            jobs=self.functions.jobs,
+            workers=self.functions.workers,
+        )
         self.example_consumer: QueueConsumer | None = None
         example_queue = settings.example_consumer_queue
         if example_queue is not None and self.functions.example_consumer is not None:

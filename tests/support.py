@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from sundial.local.triggers import sqs_record
 
@@ -146,17 +147,29 @@ class FakeLambdaContext:
 
 
 def http_api_event(
-    method: str, path: str, *, body: str | None = None, route: str | None = None
+    method: str,
+    path: str,
+    *,
+    body: str | None = None,
+    route: str | None = None,
+    query: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload format 2.0) event, as AWS sends it with IAM auth."""
+    """An API Gateway HTTP API (payload format 2.0) event, as AWS sends it with IAM auth.
+    `route` is the route template, e.g. /queues/{queue}/dead: its {names} become the path
+    parameters."""
     path_parameters = None
-    if route and "{job_id}" in route:
-        path_parameters = {"job_id": path.rstrip("/").split("/")[2]}
+    if route and "{" in route:
+        path_parameters = {
+            name[1:-1]: value
+            for name, value in zip(route.split("/"), path.split("/"), strict=True)
+            if name.startswith("{")
+        }
     return {
         "version": "2.0",
         "routeKey": f"{method} {route or path}",
         "rawPath": path,
-        "rawQueryString": "",
+        "rawQueryString": urlencode(query or {}),
+        **({"queryStringParameters": dict(query)} if query else {}),
         "headers": {
             "accept": "application/json",
             "content-type": "application/json",

@@ -17,6 +17,13 @@ ROUTES = {
     "POST /jobs/{job_id}/retry": "jobs",
     "GET /jobs/{job_id}": "jobs",
     "DELETE /jobs/{job_id}": "jobs",
+    "GET /queues/{queue}/dead": "jobs",
+    "DELETE /queues/{queue}/dead": "jobs",
+    "POST /queues/{queue}/dead/replay": "jobs",
+    "POST /queues/{queue}/lease": "workers",
+    "POST /jobs/{job_id}/heartbeat": "workers",
+    "POST /jobs/{job_id}/ack": "workers",
+    "POST /jobs/{job_id}/nack": "workers",
 }
 
 

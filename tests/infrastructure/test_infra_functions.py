@@ -13,8 +13,16 @@ from tests.infrastructure.synthesis import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
-FUNCTIONS = ["submit", "jobs", "fanout", "sweeper", "example_consumer"]
-TIMEOUTS = {"submit": 10, "jobs": 10, "fanout": 30, "sweeper": 60, "example_consumer": 5}
+FUNCTIONS = ["submit", "jobs", "fanout", "sweeper", "workers", "dead_letters", "example_consumer"]
+TIMEOUTS = {
+    "submit": 10,
+    "jobs": 10,
+    "fanout": 30,
+    "sweeper": 60,
+    "workers": 29,
+    "dead_letters": 10,
+    "example_consumer": 5,
+}
 COMMON_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
@@ -42,10 +50,10 @@ def _render_urls(value: dict[str, Any]) -> dict[str, str]:
     return urls
 
 
-def test_exactly_the_five_sundial_functions(synthesized: Synthesized) -> None:
+def test_exactly_the_sundial_functions(synthesized: Synthesized) -> None:
     # Given the synthesized Sundial stack
     # When we count Lambda functions
-    # Then there are the four Sundial handlers and the example consumer, and no helper functions
+    # Then there are the six Sundial handlers and the example consumer, and no helper functions
     # (custom resources, log retention)
     synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS))
 

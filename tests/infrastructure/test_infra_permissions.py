@@ -37,7 +37,12 @@ EXPECTED = {
         "dynamodb:BatchWriteItem",
     }
     | SEND,
-    "jobs": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"} | SEND,
+    # Read, cancel and retry jobs; query, delete (purge, replay) dead letters.
+    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND,
+    # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
+    "workers": CONSUME | SEND | CONSUMER_TABLE,
+    # Drain every DLQ into index items, marking redriven jobs dead.
+    "dead_letters": CONSUME | CONSUMER_TABLE,
     "fanout": {"dynamodb:GetItem", "dynamodb:UpdateItem", "lambda:InvokeFunction"},
     "sweeper": {
         "dynamodb:Query",

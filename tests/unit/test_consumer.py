@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from typing import Any
 
 import boto3
@@ -12,87 +11,14 @@ import pytest
 
 from sundial.api.models import JobDetail
 from sundial.clock import ManualClock
-from sundial.consumer import ConsumerDeps, JobConsumer, NonRetryableError
+from sundial.consumer import NonRetryableError
 from sundial.envelope import Envelope
 from sundial.errors import Conflict
 from sundial.models import Status
-from sundial.sender import QueueSender
-from sundial.store import JobStore
 from sundial.submission import SubmitJob
-from sundial.sweeper import Sweeper
 from sundial.wiring import Dependencies, configure
-from tests.support import FakeLambdaContext, WriteMeter, sqs_event
-
-ALL_SHARDS = list(range(8))
-
-
-class Harness:
-    """Plays the SQS event source mapping: receive, invoke the consumer, delete what it acked."""
-
-    def __init__(
-        self, deps: Dependencies, clock: ManualClock, function: Any, **options: Any
-    ) -> None:
-        self.deps, self.clock = deps, clock
-        self.session = boto3.Session()
-        self.meter = WriteMeter(self.session)
-        dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
-        self.sqs = sqs
-        store = JobStore(dynamodb, deps.settings.table_name)
-        self.sweeper = Sweeper(
-            store=store, sender=QueueSender(sqs, deps.settings.queue_urls), clock=clock
-        )
-        self.calls: list[Envelope] = []
-
-        def recorded(envelope: Envelope) -> Any:
-            self.calls.append(envelope)
-            return function(envelope)
-
-        self.consumer = JobConsumer(
-            recorded,
-            deps=lambda: ConsumerDeps(
-                store=store,
-                queues=QueueSender(sqs, deps.settings.queue_urls),
-                dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
-                settings=deps.settings,
-                clock=clock,
-                rng=random.Random(42),
-            ),
-            **options,
-        )
-
-    def poll(self, queue: str = "default") -> list[str]:
-        """Deliver every visible message once. Returns the message ids the consumer failed."""
-        url = self.deps.settings.queue_urls[queue]
-        arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
-        failed: list[str] = []
-        while True:
-            messages = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
-            ).get("Messages", [])
-            if not messages:
-                return failed
-            result = self.consumer.lambda_handler(sqs_event(messages, arn), FakeLambdaContext())
-            not_done = {f["itemIdentifier"] for f in result["batchItemFailures"]}
-            failed += sorted(not_done)
-            for message in messages:
-                if message["MessageId"] not in not_done:
-                    self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-    def dead_letters(self, queue: str = "default") -> list[dict[str, Any]]:
-        url = self.deps.settings.dead_letter_urls[queue]
-        messages = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
-        return [json.loads(m["Body"]) for m in messages]
-
-
-def _delayed_job(deps: Dependencies, clock: ManualClock, harness: Harness, **fields: Any) -> str:
-    """Submit a job an hour out, then sweep and wait until its message is visible."""
-    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600, **fields)).job.id
-    clock.advance(seconds=3600 - 600)
-    assert harness.sweeper.sweep(ALL_SHARDS).dispatched == 1
-    clock.advance(seconds=601)
-    return job_id
+from tests.harness import ALL_SHARDS, Harness, delayed_job
+from tests.support import FakeLambdaContext, sqs_event
 
 
 def test_a_delayed_job_succeeds_with_its_result(deps: Dependencies, clock: ManualClock) -> None:
@@ -176,7 +102,7 @@ def test_a_job_that_always_fails_retries_with_jittered_backoff_then_dies(
         raise ConnectionError("smtp down")
 
     harness = Harness(deps, clock, broken)
-    job_id = _delayed_job(deps, clock, harness, max_attempts=4)
+    job_id = delayed_job(deps, clock, harness, max_attempts=4)
     # When every attempt fails
     for attempt in range(1, 5):
         failed_at = clock.now_ms()
@@ -214,7 +140,7 @@ def test_a_non_retryable_error_goes_straight_to_dead(
         raise BadAddress("no such mailbox")
 
     harness = Harness(deps, clock, reject, non_retryable=(BadAddress,))
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     harness.poll()
     job = deps.jobs.get(job_id)
     assert (job.status, job.attempts) == (Status.DEAD, 1)
@@ -226,7 +152,7 @@ def test_raising_non_retryable_error_is_the_same(deps: Dependencies, clock: Manu
         raise NonRetryableError("invalid payload")
 
     harness = Harness(deps, clock, reject)
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     harness.poll()
     assert deps.jobs.get(job_id).status is Status.DEAD
 
@@ -235,7 +161,7 @@ def test_a_duplicate_delivery_runs_the_function_once(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     harness = Harness(deps, clock, lambda job: "done")
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     url = deps.settings.queue_urls["default"]
     [message] = harness.sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
     event = sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:default")
@@ -258,7 +184,7 @@ def test_a_crash_before_the_ack_is_redelivered_and_succeeds(
         return "ok"
 
     harness = Harness(deps, clock, dies_once)
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     with pytest.raises(SystemExit):
         harness.poll()
     assert deps.jobs.get(job_id).status is Status.QUEUED  # nothing recorded, message not deleted
@@ -270,7 +196,7 @@ def test_a_crash_before_the_ack_is_redelivered_and_succeeds(
 
 def test_a_job_cancelled_while_queued_never_runs(deps: Dependencies, clock: ManualClock) -> None:
     harness = Harness(deps, clock, lambda job: "ran")
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     assert deps.jobs.cancel(job_id) is Status.CANCELLED
     assert harness.poll() == []
     assert harness.calls == []
@@ -290,7 +216,7 @@ def test_a_retry_beyond_15_minutes_goes_through_the_table(
 
     harness = Harness(deps, clock, fails_first)
     policy = {"initial_delay_seconds": 7200, "factor": 1.0, "max_delay_seconds": 7200}
-    job_id = _delayed_job(deps, clock, harness, retry=policy)
+    job_id = delayed_job(deps, clock, harness, retry=policy)
     harness.poll()
     job = deps.jobs.get(job_id)
     assert job.status is Status.FAILED and job.next_attempt_at_ms is not None
@@ -324,7 +250,7 @@ def test_get_shows_the_attempt_history_of_a_dead_job(
         raise NonRetryableError("payload has no recipient")
 
     harness = Harness(deps, clock, reject)
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     harness.poll()
     detail = JobDetail.of(deps.jobs.get(job_id)).model_dump()
     assert detail["status"] == "dead"
@@ -344,7 +270,7 @@ def test_retrying_a_dead_job_runs_it_again_once(deps: Dependencies, clock: Manua
         return "fixed"
 
     harness = Harness(deps, clock, flaky)
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     harness.poll()
     assert deps.jobs.get(job_id).status is Status.DEAD
     # When an operator retries it, twice over
@@ -396,7 +322,7 @@ def test_the_heartbeat_keeps_a_long_job_from_being_delivered_again(
         return "done"
 
     harness = Harness(deps, clock, ten_minutes, visibility_timeout_s=120)
-    job_id = _delayed_job(deps, clock, harness)
+    job_id = delayed_job(deps, clock, harness)
     # When it runs, the message is never visible to anyone else meanwhile
     assert harness.poll() == []
     assert seen_again == []
@@ -416,6 +342,6 @@ def test_without_a_heartbeat_a_long_job_is_delivered_again(
         return "done"
 
     harness = Harness(deps, clock, ten_minutes, visibility_timeout_s=None)
-    _delayed_job(deps, clock, harness)
+    delayed_job(deps, clock, harness)
     harness.poll()
     assert len(seen_again) == 1  # what the heartbeat prevents

@@ -23,6 +23,13 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/{job_id}", "get"),
         ("/jobs/{job_id}", "delete"),
         ("/jobs/{job_id}/retry", "post"),
+        ("/queues/{queue}/dead", "get"),
+        ("/queues/{queue}/dead", "delete"),
+        ("/queues/{queue}/dead/replay", "post"),
+        ("/queues/{queue}/lease", "post"),
+        ("/jobs/{job_id}/heartbeat", "post"),
+        ("/jobs/{job_id}/ack", "post"),
+        ("/jobs/{job_id}/nack", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

@@ -24,6 +24,14 @@ class JobNotFound(SundialError):
         self.job_id = job_id
 
 
+class QueueNotFound(SundialError):
+    """No queue has this name (HTTP 404)."""
+
+    def __init__(self, queue: str) -> None:
+        super().__init__(f"queue {queue!r} not found")
+        self.queue = queue
+
+
 class Conflict(SundialError):
     """The request is valid but the job's state does not allow it (HTTP 409)."""
 

@@ -67,8 +67,10 @@ class Attempts:
     def __init__(self, deps: LifecycleDeps) -> None:
         self.deps = deps
 
-    def admit(self, job: Job, attempt: int) -> bool:
-        """The fence. False means: acknowledge this delivery without running the job."""
+    def admit(self, job: Job, attempt: int, *, redelivered: bool = False) -> bool:
+        """The fence. False means: acknowledge this delivery without running the job.
+        `redelivered`: SQS delivered this message before and its visibility ran out, so a
+        runner that still shows the attempt `running` has stopped extending its lease."""
         extra = {"id": job.id, "status": str(job.status), "attempt": attempt}
         if job.status in (Status.CANCELLED, Status.SUCCEEDED):
             logger.info("skipped: job is already finished", extra=extra)
@@ -84,7 +86,7 @@ class Attempts:
             return False
         if job.attempts == attempt and job.status is Status.RUNNING:
             started = job.started_at_ms or 0
-            if self.deps.clock.now_ms() - started < RUNNING_TAKEOVER_MS:
+            if not redelivered and self.deps.clock.now_ms() - started < RUNNING_TAKEOVER_MS:
                 raise AttemptBusyError(f"job {job.id} attempt {attempt} is running elsewhere")
             logger.warning("taking over an attempt whose runner went silent", extra=extra)
             return True
@@ -99,7 +101,13 @@ class Attempts:
     def start(self, job: Job, attempt: int) -> int | None:
         """Mark the attempt running. Returns its start time, or None if another runner has it."""
         started = self.deps.clock.now_ms()
-        running, current = self.deps.store.mark_running(job.key, attempt=attempt, now_ms=started)
+        taking_over = job.attempts == attempt and job.status is Status.RUNNING
+        running, current = self.deps.store.mark_running(
+            job.key,
+            attempt=attempt,
+            now_ms=started,
+            taking_over_from_ms=(job.started_at_ms or 0) if taking_over else None,
+        )
         if not running:
             logger.info("attempt taken by another runner", extra=_ids(job, attempt, current))
             return None
@@ -208,17 +216,9 @@ class Attempts:
 
 def default_lifecycle_deps() -> LifecycleDeps:
     """What a Lambda uses: the process's dependencies (sundial.wiring)."""
-    from sundial.wiring import dependencies  # noqa: PLC0415 - wiring builds boto3 clients
+    from sundial.wiring import dependencies  # noqa: PLC0415 - wiring imports this module
 
-    deps = dependencies()
-    return LifecycleDeps(
-        store=deps.store,
-        queues=deps.sender,
-        dead_letters=deps.dead_letter_sender,
-        settings=deps.settings,
-        clock=deps.clock,
-        rng=random.Random(),
-    )
+    return dependencies().attempts.deps
 
 
 def _ids(job: Job, attempt: int, current: Job | None) -> dict[str, Any]:

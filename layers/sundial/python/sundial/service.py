@@ -188,9 +188,10 @@ class JobService:
             raise JobNotFound(job_id)
         return job
 
-    def retry(self, job_id: str) -> Job:
-        """Re-queue a dead, failed or cancelled job now, with the queue's attempt budget again.
-        Repeating it is harmless: the job is then queued, and a second retry is a 409."""
+    def retry(self, job_id: str, *, only_dead: bool = False) -> Job:
+        """Re-queue a dead, failed or cancelled job (only a dead one with `only_dead`) now, with
+        the queue's attempt budget again. Repeating it is harmless: the job is then queued, and
+        a second retry is a 409."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
         current = self._store.get(key)
@@ -201,10 +202,12 @@ class JobService:
             extra_attempts=self._default_attempts(current.queue),
             now_ms=now,
             stale_before_ms=now - SUBMIT_IN_FLIGHT_MS,
+            only_dead=only_dead,
         )
         if not requeued or job is None:
             status = job.status if job else current.status
-            reason = f"job is {status}; only dead, failed or cancelled jobs can be retried"
+            allowed = "dead" if only_dead else "dead, failed or cancelled"
+            reason = f"job is {status}; only {allowed} jobs can be retried"
             raise Conflict(reason, status=status)
         # Its next attempt is attempts + 1: the consumer's fence accepts a pending, direct job
         # for exactly that attempt, so the send may come before the claim (as on submit).

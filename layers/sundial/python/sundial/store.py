@@ -326,15 +326,24 @@ class JobStore:
             ":true": {"BOOL": True},
         }
 
-    def mark_running(self, key: JobKey, *, attempt: int, now_ms: int) -> tuple[bool, Job | None]:
-        """queued/failed -> running for attempt `attempt`, if that attempt is still due."""
+    def mark_running(
+        self, key: JobKey, *, attempt: int, now_ms: int, taking_over_from_ms: int | None = None
+    ) -> tuple[bool, Job | None]:
+        """queued/failed -> running for attempt `attempt`, if that attempt is still due. With
+        `taking_over_from_ms`, also running -> running for a runner that went silent, only if
+        the attempt still has that start time (so two takers cannot both win)."""
+        condition = self._RUNNABLE
+        values = {**self._attempt_values(attempt), ":now": _n(now_ms)}
+        if taking_over_from_ms is not None:
+            condition += " OR (attempts = :n AND #status = :running AND started_at = :seen)"
+            values[":seen"] = _n(taking_over_from_ms)
         started, old = self._write_if(
             "update",
             Key=_key(key),
             UpdateExpression="SET #status = :running, attempts = :n, started_at = :now",
-            ConditionExpression=self._RUNNABLE,
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={**self._attempt_values(attempt), ":now": _n(now_ms)},
+            ExpressionAttributeValues=values,
         )
         return started, item_to_job(old) if old else None
 
@@ -391,7 +400,13 @@ class JobStore:
         return written, item_to_job(old) if old else None
 
     def requeue(
-        self, key: JobKey, *, extra_attempts: int, now_ms: int, stale_before_ms: int
+        self,
+        key: JobKey,
+        *,
+        extra_attempts: int,
+        now_ms: int,
+        stale_before_ms: int,
+        only_dead: bool = False,
     ) -> tuple[bool, Job | None]:
         """A manual retry: dead, failed or cancelled -> pending (direct), with `extra_attempts`
         more attempts. The caller then sends the job and claims it, as the submit path does.
@@ -406,19 +421,50 @@ class JobStore:
                 " cancelled_at, claim_token, lease_until"
             ),
             ConditionExpression=(
-                "#status IN (:dead, :failed, :cancelled)"
-                " OR (#status = :pending AND direct = :true AND retried_at < :stale)"
+                ("#status = :dead" if only_dead else "#status IN (:dead, :failed, :cancelled)")
+                + " OR (#status = :pending AND direct = :true AND retried_at < :stale)"
             ),
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
                 ":pending": _s(Status.PENDING),
                 ":dead": _s(Status.DEAD),
-                ":failed": _s(Status.FAILED),
-                ":cancelled": _s(Status.CANCELLED),
+                **(
+                    {}
+                    if only_dead
+                    else {":failed": _s(Status.FAILED), ":cancelled": _s(Status.CANCELLED)}
+                ),
                 ":true": {"BOOL": True},
                 ":extra": _n(extra_attempts),
                 ":now": _n(now_ms),
                 ":stale": _n(stale_before_ms),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return written, item_to_job(old) if old else None
+
+    def mark_dead(
+        self, key: JobKey, *, error: AttemptError, now_ms: int, expires_at_s: int
+    ) -> tuple[bool, Job | None]:
+        """Any unfinished status -> dead, with `error` added to the history: for a message that
+        SQS redrove to the DLQ because its consumer kept crashing before ending the attempt."""
+        written, old = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "SET #status = :dead, finished_at = :now, expires_at = :expires,"
+                " history = list_append(if_not_exists(history, :empty), :error)"
+                " REMOVE next_attempt_at, claim_token, lease_until"
+            ),
+            ConditionExpression="attribute_exists(pk) AND NOT #status IN (:dead, :ok, :cancelled)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":dead": _s(Status.DEAD),
+                ":ok": _s(Status.SUCCEEDED),
+                ":cancelled": _s(Status.CANCELLED),
+                ":now": _n(now_ms),
+                ":expires": _n(expires_at_s),
+                ":empty": {"L": []},
+                ":error": {"L": [{"M": _error_to_map(error)}]},
             },
             ReturnValues="ALL_NEW",
         )

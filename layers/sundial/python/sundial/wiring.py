@@ -7,6 +7,7 @@ or the environment; nothing else is global.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,7 +17,11 @@ import boto3
 from botocore.config import Config
 
 from sundial.clock import Clock, SystemClock
+from sundial.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
 from sundial.fanout import LambdaLauncher, Launch
+from sundial.leases import LeaseService
+from sundial.lifecycle import Attempts, LifecycleDeps
+from sundial.receiver import QueueReceiver
 from sundial.sender import QueueSender
 from sundial.service import JobService
 from sundial.settings import Settings
@@ -68,6 +73,46 @@ class Dependencies:
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
         )
+
+    @cached_property
+    def dead_letter_store(self) -> DeadLetterStore:
+        return DeadLetterStore(self._client("dynamodb"), self.settings.table_name)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetterService:
+        return DeadLetterService(
+            letters=self.dead_letter_store,
+            jobs=self.jobs,
+            queues=frozenset(self.settings.queue_urls),
+        )
+
+    @cached_property
+    def dead_letter_indexer(self) -> DeadLetterIndexer:
+        return DeadLetterIndexer(
+            store=self.store,
+            letters=self.dead_letter_store,
+            clock=self.clock,
+            dead_letter_urls=self.settings.dead_letter_urls,
+            retention_days=self.settings.retention_days,
+        )
+
+    @cached_property
+    def attempts(self) -> Attempts:
+        return Attempts(
+            LifecycleDeps(
+                store=self.store,
+                queues=self.sender,
+                dead_letters=self.dead_letter_sender,
+                settings=self.settings,
+                clock=self.clock,
+                rng=random.Random(),
+            )
+        )
+
+    @cached_property
+    def leases(self) -> LeaseService:
+        receiver = QueueReceiver(self._client("sqs"), self.settings.queue_urls)
+        return LeaseService(attempts=self.attempts, receiver=receiver)
 
     @cached_property
     def sweeper(self) -> Sweeper:

@@ -11,7 +11,14 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from sundial.api.models import ErrorBody, FieldError
-from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
+from sundial.errors import (
+    Conflict,
+    InvalidInput,
+    JobNotFound,
+    QueueNotFound,
+    SundialError,
+    Unavailable,
+)
 
 API_TITLE = "Sundial"
 API_VERSION = "1.0.0"
@@ -19,6 +26,7 @@ API_VERSION = "1.0.0"
 _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     InvalidInput: HTTPStatus.BAD_REQUEST,
     JobNotFound: HTTPStatus.NOT_FOUND,
+    QueueNotFound: HTTPStatus.NOT_FOUND,
     Conflict: HTTPStatus.CONFLICT,
     Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
 }

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from sundial.clock import to_rfc3339
+from sundial.dead_letters import MAX_PER_REQUEST, DeadLetter, DeadLetterFilter
+from sundial.envelope import Envelope
+from sundial.leases import LeasedJob
 from sundial.models import AttemptError, Job, Priority, Status
+from sundial.submission import parse_rfc3339
 
 
 def _time(ms: int | None) -> str | None:
@@ -111,3 +115,90 @@ class BatchItemResult(BaseModel):
 
 class BatchResult(BaseModel):
     results: list[BatchItemResult]
+
+
+class DeadLetterView(BaseModel):
+    queue: str
+    job_id: str | None = Field(description="null when the message was not a Sundial envelope")
+    dead_at: str
+    attempt: int | None
+    error_type: str = Field(
+        description="The last attempt's error type; DeliveryLimitExceeded when SQS redrove "
+        "the message; InvalidEnvelope for a body that is not a Sundial envelope"
+    )
+    message: str
+    envelope: JsonValue = Field(description="The message body as it reached the DLQ")
+
+    @classmethod
+    def of(cls, letter: DeadLetter) -> DeadLetterView:
+        try:
+            envelope: JsonValue = json.loads(letter.body)
+        except ValueError:
+            envelope = letter.body
+        return cls(
+            queue=letter.queue,
+            job_id=letter.job_id,
+            dead_at=to_rfc3339(letter.dead_at_ms),
+            attempt=letter.attempt,
+            error_type=letter.error_type,
+            message=letter.message,
+            envelope=envelope,
+        )
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetterView]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null at end")
+
+
+class ReplayRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    since: str | None = Field(default=None, description="Only letters dead at or after (RFC 3339)")
+    until: str | None = Field(default=None, description="Only letters dead before (RFC 3339)")
+    error_type: str | None = Field(default=None, min_length=1, max_length=200)
+    limit: int = Field(default=MAX_PER_REQUEST, ge=1, le=MAX_PER_REQUEST, strict=True)
+
+    @field_validator("since", "until")
+    @classmethod
+    def _is_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rfc3339(value)
+        return value
+
+    def which(self) -> DeadLetterFilter:
+        return DeadLetterFilter(
+            since_ms=parse_rfc3339(self.since) if self.since else None,
+            until_ms=parse_rfc3339(self.until) if self.until else None,
+            error_type=self.error_type,
+        )
+
+
+class ReplayResult(BaseModel):
+    replayed: list[str] = Field(description="Ids of the jobs re-queued")
+    skipped: int = Field(description="Letters whose job was no longer dead (replayed before)")
+    unreplayable: int = Field(description="Letters that are not Sundial envelopes (kept)")
+    more: bool = Field(description="The limit was reached: repeat the request to go on")
+
+
+class PurgeResult(BaseModel):
+    purged: int
+    more: bool = Field(description="The limit was reached: repeat the request to go on")
+
+
+class LeasedJobView(BaseModel):
+    job: Envelope
+    lease: str = Field(description="Pass to heartbeat, ack and nack")
+    lease_expires_at: str
+
+    @classmethod
+    def of(cls, leased: LeasedJob) -> LeasedJobView:
+        return cls(
+            job=leased.envelope,
+            lease=leased.lease.token(),
+            lease_expires_at=to_rfc3339(leased.lease_expires_at_ms),
+        )
+
+
+class LeaseResult(BaseModel):
+    jobs: list[LeasedJobView]

@@ -1,0 +1,104 @@
+"""Dead letters per queue: browse, replay, purge (served by the jobs function)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
+
+from sundial.api.models import (
+    DeadLetterPage,
+    DeadLetterView,
+    ErrorBody,
+    PurgeResult,
+    ReplayRequest,
+    ReplayResult,
+)
+from sundial.api.routes import _INVALID, _documented, metrics
+from sundial.dead_letters import MAX_PAGE, MAX_PER_REQUEST, DeadLetterFilter
+from sundial.errors import InvalidInput
+from sundial.submission import parse_rfc3339
+from sundial.wiring import dependencies
+
+QueueName = Annotated[str, Path(description="A queue declared in cdk.json", max_length=40)]
+_UNKNOWN_QUEUE = _documented(ErrorBody, "Unknown queue")
+
+dead_letters_router = Router()  # type: ignore[no-untyped-call]
+
+
+def _time(field: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as error:
+        raise InvalidInput(field, str(error)) from None
+
+
+@dead_letters_router.get(
+    "/queues/<queue>/dead",
+    summary="Browse a queue's dead letters",
+    description="Oldest first, one page at a time. Every message that reached the queue's DLQ "
+    "is here: jobs that ran out of attempts or failed with a non-retryable error, and "
+    "messages SQS redrove after maxReceiveCount deliveries.",
+    tags=["dead letters"],
+    responses={200: _documented(DeadLetterPage, "A page"), 400: _INVALID, 404: _UNKNOWN_QUEUE},
+)
+def browse_dead_letters(  # noqa: PLR0917 - Powertools passes query parameters by name
+    queue: QueueName,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size")] = 50,
+    cursor: Annotated[str | None, Query(max_length=2_000, description="From next_cursor")] = None,
+    since: Annotated[str | None, Query(description="Dead at or after (RFC 3339)")] = None,
+    until: Annotated[str | None, Query(description="Dead before (RFC 3339)")] = None,
+    error_type: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+) -> DeadLetterPage:
+    which = DeadLetterFilter(
+        since_ms=_time("since", since), until_ms=_time("until", until), error_type=error_type
+    )
+    letters, next_cursor = dependencies().dead_letters.browse(
+        queue, which, limit=limit, cursor=cursor
+    )
+    return DeadLetterPage(items=[DeadLetterView.of(x) for x in letters], next_cursor=next_cursor)
+
+
+@dead_letters_router.post(
+    "/queues/<queue>/dead/replay",
+    summary="Replay dead letters",
+    description="Re-queues the dead jobs among the queue's dead letters, all of them or those "
+    "in a time range or of an error type, and removes their letters. Repeating a replay never "
+    "runs a job twice: a job that is no longer dead is skipped.",
+    tags=["dead letters"],
+    responses={200: _documented(ReplayResult, "Replayed"), 400: _INVALID, 404: _UNKNOWN_QUEUE},
+)
+def replay_dead_letters(queue: QueueName, request: ReplayRequest) -> ReplayResult:
+    outcome = dependencies().dead_letters.replay(queue, request.which(), limit=request.limit)
+    metrics.add_metric(
+        name="DeadLettersReplayed", unit=MetricUnit.Count, value=len(outcome.replayed)
+    )
+    return ReplayResult(
+        replayed=outcome.replayed,
+        skipped=outcome.skipped,
+        unreplayable=outcome.unreplayable,
+        more=outcome.more,
+    )
+
+
+@dead_letters_router.delete(
+    "/queues/<queue>/dead",
+    summary="Purge old dead letters",
+    description="Deletes the letters that died before older_than (the jobs themselves stay "
+    "until their retention ends).",
+    tags=["dead letters"],
+    responses={200: _documented(PurgeResult, "Purged"), 400: _INVALID, 404: _UNKNOWN_QUEUE},
+)
+def purge_dead_letters(
+    queue: QueueName,
+    older_than: Annotated[str, Query(description="Purge letters dead before this (RFC 3339)")],
+    limit: Annotated[int, Query(ge=1, le=MAX_PER_REQUEST)] = MAX_PER_REQUEST,
+) -> PurgeResult:
+    before = _time("older_than", older_than)
+    assert before is not None
+    outcome = dependencies().dead_letters.purge(queue, before_ms=before, limit=limit)
+    return PurgeResult(purged=outcome.purged, more=outcome.more)

@@ -1,0 +1,252 @@
+"""Jobs for workers outside Lambda: lease (long-poll SQS), heartbeat, ack, nack.
+
+A lease is an SQS receive with the queue's visibility timeout (or the worker's choice): while
+it lasts no one else receives the message. The lease token carries the receipt handle, so the
+API keeps no state of its own. Each leased job passes the same fence as the Lambda consumer
+SDK and is marked `running`; ack and nack end the attempt with the same conditional writes
+(sundial.lifecycle), then delete the message. A worker that dies stops heartbeating, its lease
+runs out, SQS delivers the message again, and the next lease takes the attempt over.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+
+from aws_lambda_powertools import Logger
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from sundial.envelope import Envelope
+from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
+from sundial.ids import JobKey
+from sundial.lifecycle import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts
+from sundial.models import AttemptError, Job
+from sundial.receiver import (
+    SQS_MAX_RECEIVE,
+    SQS_MAX_VISIBILITY_S,
+    SQS_MAX_WAIT_S,
+    LeaseExpired,
+    QueueReceiver,
+)
+
+logger = Logger(child=True)
+
+DEFAULT_LEASE_S = 60
+MAX_TRACEBACK_CHARS = 1_000
+
+
+class LeaseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wait: int = Field(
+        default=SQS_MAX_WAIT_S,
+        ge=0,
+        le=SQS_MAX_WAIT_S,
+        strict=True,
+        description="Seconds to wait for a job when none is ready (long poll)",
+    )
+    max: int = Field(default=1, ge=1, le=SQS_MAX_RECEIVE, strict=True, description="Most jobs")
+    lease_seconds: int = Field(
+        default=DEFAULT_LEASE_S,
+        ge=1,
+        le=SQS_MAX_VISIBILITY_S,
+        strict=True,
+        description="How long the jobs are yours before another worker may get them; "
+        "extend it with heartbeats",
+    )
+
+
+class HeartbeatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lease: str = Field(min_length=1, max_length=8_192)
+    lease_seconds: int = Field(default=DEFAULT_LEASE_S, ge=1, le=SQS_MAX_VISIBILITY_S, strict=True)
+
+
+class AckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lease: str = Field(min_length=1, max_length=8_192)
+    result: JsonValue = Field(default=None, description="Stored on the job (at most 16 KiB)")
+
+
+class NackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lease: str = Field(min_length=1, max_length=8_192)
+    error_type: str = Field(default="WorkerError", min_length=1, max_length=200)
+    message: str = Field(default="", max_length=MAX_ERROR_MESSAGE)
+    traceback: str = Field(default="", max_length=100_000)
+    retry_after_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=366 * 86_400,
+        strict=True,
+        description="Retry after this long instead of the retry policy's backoff",
+    )
+    retryable: bool = Field(default=True, description="false: the job goes straight to dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    job_id: str
+    queue: str
+    attempt: int
+    receipt_handle: str
+
+    def token(self) -> str:
+        raw = json.dumps(
+            {"j": self.job_id, "q": self.queue, "a": self.attempt, "r": self.receipt_handle},
+            separators=(",", ":"),
+        ).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, token: str, job_id: str) -> Lease:
+        try:
+            value = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            lease = cls(
+                job_id=str(value["j"]),
+                queue=str(value["q"]),
+                attempt=int(value["a"]),
+                receipt_handle=str(value["r"]),
+            )
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            raise InvalidInput("lease", "not a lease token returned by /lease") from None
+        if lease.job_id != job_id:
+            raise InvalidInput("lease", "this lease is for another job")
+        return lease
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedJob:
+    envelope: Envelope
+    lease: Lease
+    lease_expires_at_ms: int
+
+
+class LeaseService:
+    def __init__(self, *, attempts: Attempts, receiver: QueueReceiver) -> None:
+        self._attempts = attempts
+        self._receiver = receiver
+        self._deps = attempts.deps
+
+    def lease(self, queue: str, request: LeaseRequest) -> list[LeasedJob]:
+        """Up to `max` jobs, waiting up to `wait` seconds for the first. Deliveries the fence
+        turns away (cancelled, duplicate, already finished) are removed and not returned, so
+        a lease may return fewer jobs than were received, or none."""
+        if queue not in self._deps.settings.queue_urls:
+            raise QueueNotFound(queue)
+        messages = self._receiver.receive(
+            queue,
+            wait_s=request.wait,
+            max_messages=request.max,
+            visibility_s=request.lease_seconds,
+        )
+        now = self._deps.clock.now_ms()
+        leased = []
+        for message in messages:
+            job = self._admit(queue, message.body, message.receipt_handle, message.receive_count)
+            if job is not None:
+                lease = Lease(job.id, queue, job.attempt, message.receipt_handle)
+                leased.append(LeasedJob(job, lease, now + request.lease_seconds * 1000))
+        return leased
+
+    def _admit(
+        self, queue: str, body: str, receipt_handle: str, receive_count: int
+    ) -> Envelope | None:
+        try:
+            envelope = Envelope.model_validate_json(body)
+        except ValidationError:
+            # Left in flight: after maxReceiveCount SQS moves it to the DLQ, where it is indexed.
+            logger.warning("message is not an envelope; leaving it for the DLQ")
+            return None
+        job = self._deps.store.get(JobKey.from_job_id(envelope.id))
+        try:
+            runnable = job is not None and self._attempts.admit(
+                job, envelope.attempt, redelivered=receive_count > 1
+            )
+        except AttemptBusyError:
+            return None  # comes back after the lease; by then the other runner is done or gone
+        if not runnable or job is None or self._attempts.start(job, envelope.attempt) is None:
+            self._receiver.delete(queue, receipt_handle)
+            return None
+        return envelope
+
+    def heartbeat(self, job_id: str, request: HeartbeatRequest) -> Job:
+        """Extend the lease; returns the job, so a worker sees e.g. that it is still running."""
+        lease = self._lease(job_id, request.lease)
+        try:
+            self._receiver.extend(lease.queue, lease.receipt_handle, request.lease_seconds)
+        except LeaseExpired:
+            raise Conflict("the lease has expired; another worker may have the job") from None
+        return self._job(job_id)
+
+    def ack(self, job_id: str, request: AckRequest) -> Job:
+        """The attempt succeeded: store the result, remove the message."""
+        lease = self._lease(job_id, request.lease)
+        job = self._job(job_id)
+        started = job.started_at_ms or self._deps.clock.now_ms()
+        written = self._attempts.succeed(
+            job, lease.attempt, started_ms=started, result=request.result
+        )
+        self._remove(lease)
+        if not written:
+            raise Conflict(
+                f"job is {self._job(job_id).status}; this lease's attempt is over",
+                status=job.status,
+            )
+        return self._job(job_id)
+
+    def nack(self, job_id: str, request: NackRequest) -> Job:
+        """The attempt failed: record it and schedule the retry (or mark the job dead)."""
+        lease = self._lease(job_id, request.lease)
+        job = self._job(job_id)
+        now = self._deps.clock.now_ms()
+        error = AttemptError(
+            attempt=lease.attempt,
+            at_ms=now,
+            error_type=request.error_type,
+            message=request.message,
+            traceback_head=request.traceback[:MAX_TRACEBACK_CHARS],
+        )
+        delay_ms = (
+            request.retry_after_seconds * 1000 if request.retry_after_seconds is not None else None
+        )
+        outcome = self._attempts.fail(
+            job,
+            lease.attempt,
+            started_ms=job.started_at_ms or now,
+            error=error,
+            retryable=request.retryable,
+            retry_delay_ms=delay_ms,
+        )
+        self._remove(lease)
+        if outcome is None:
+            raise Conflict(
+                f"job is {self._job(job_id).status}; this lease's attempt is over",
+                status=job.status,
+            )
+        return self._job(job_id)
+
+    def _lease(self, job_id: str, token: str) -> Lease:
+        JobKey.from_job_id(job_id)  # a malformed id is a 400 before anything else
+        lease = Lease.parse(token, job_id)
+        if lease.queue not in self._deps.settings.queue_urls:
+            raise InvalidInput("lease", "names an unknown queue")
+        return lease
+
+    def _job(self, job_id: str) -> Job:
+        job = self._deps.store.get(JobKey.from_job_id(job_id))
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def _remove(self, lease: Lease) -> None:
+        try:
+            self._receiver.delete(lease.queue, lease.receipt_handle)
+        except LeaseExpired:
+            # The attempt is recorded either way; a redelivery meets the fence and is dropped.
+            logger.info("lease expired before ack/nack; the fence drops the redelivery")

@@ -1,0 +1,90 @@
+"""Plays the SQS event source mapping around a consumer, against moto and the injected clock."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import boto3
+
+from sundial.clock import ManualClock
+from sundial.consumer import ConsumerDeps, JobConsumer
+from sundial.envelope import Envelope
+from sundial.sender import QueueSender
+from sundial.store import JobStore
+from sundial.submission import SubmitJob
+from sundial.sweeper import Sweeper
+from sundial.wiring import Dependencies
+from tests.support import FakeLambdaContext, WriteMeter, sqs_event
+
+ALL_SHARDS = list(range(8))
+
+
+class Harness:
+    """Plays the SQS event source mapping: receive, invoke the consumer, delete what it acked."""
+
+    def __init__(
+        self, deps: Dependencies, clock: ManualClock, function: Any, **options: Any
+    ) -> None:
+        self.deps, self.clock = deps, clock
+        self.session = boto3.Session()
+        self.meter = WriteMeter(self.session)
+        dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
+        self.sqs = sqs
+        store = JobStore(dynamodb, deps.settings.table_name)
+        self.sweeper = Sweeper(
+            store=store, sender=QueueSender(sqs, deps.settings.queue_urls), clock=clock
+        )
+        self.calls: list[Envelope] = []
+
+        def recorded(envelope: Envelope) -> Any:
+            self.calls.append(envelope)
+            return function(envelope)
+
+        self.consumer = JobConsumer(
+            recorded,
+            deps=lambda: ConsumerDeps(
+                store=store,
+                queues=QueueSender(sqs, deps.settings.queue_urls),
+                dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
+                settings=deps.settings,
+                clock=clock,
+                rng=random.Random(42),
+            ),
+            **options,
+        )
+
+    def poll(self, queue: str = "default") -> list[str]:
+        """Deliver every visible message once. Returns the message ids the consumer failed."""
+        url = self.deps.settings.queue_urls[queue]
+        arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
+        failed: list[str] = []
+        while True:
+            messages = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                return failed
+            result = self.consumer.lambda_handler(sqs_event(messages, arn), FakeLambdaContext())
+            not_done = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+            failed += sorted(not_done)
+            for message in messages:
+                if message["MessageId"] not in not_done:
+                    self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def dead_letters(self, queue: str = "default") -> list[dict[str, Any]]:
+        url = self.deps.settings.dead_letter_urls[queue]
+        messages = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        return [json.loads(m["Body"]) for m in messages]
+
+
+def delayed_job(deps: Dependencies, clock: ManualClock, harness: Harness, **fields: Any) -> str:
+    """Submit a job an hour out, then sweep and wait until its message is visible."""
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600, **fields)).job.id
+    clock.advance(seconds=3600 - 600)
+    assert harness.sweeper.sweep(ALL_SHARDS).dispatched == 1
+    clock.advance(seconds=601)
+    return job_id
