@@ -1,0 +1,292 @@
+"""Dead letters end to end on moto: jobs die, the DLQ indexer Lambda drains the DLQ into the
+table, and the jobs Lambda browses, replays and purges them over real HTTP API event shapes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.clock import ManualClock, to_rfc3339
+from sundial.consumer import NonRetryableError
+from sundial.envelope import Envelope
+from sundial.models import Status
+from sundial.wiring import Dependencies
+from tests.harness import Harness, delayed_job
+from tests.support import FakeLambdaContext, http_api_event, load_handler, sqs_event
+
+jobs_lambda = load_handler("jobs")
+indexer_lambda = load_handler("dead_letters")
+
+
+class BadAddressError(NonRetryableError):
+    pass
+
+
+class FlakyError(Exception):
+    pass
+
+
+def _fails_by_payload(job: Envelope) -> None:
+    """Fails each job with the error its payload names."""
+    assert isinstance(job.payload, dict)
+    raise {"bad": BadAddressError, "flaky": FlakyError}[str(job.payload["error"])]("boom")
+
+
+def _call(
+    method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    route = "/queues/{queue}/dead" + ("/replay" if path.endswith("/replay") else "")
+    event = http_api_event(
+        method, path, body=json.dumps(body) if body is not None else None, route=route, query=query
+    )
+    response = jobs_lambda.handler(event, FakeLambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def _drain_dead_letter_queue(deps: Dependencies, queue: str = "default") -> int:
+    """Play the DLQ's event source mapping into the indexer Lambda. Returns letters indexed."""
+    sqs = boto3.client("sqs")
+    url = deps.settings.dead_letter_urls[queue]
+    indexed = 0
+    while True:
+        messages = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return indexed
+        event = sqs_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{queue}-dlq")
+        result = indexer_lambda.handler(event, FakeLambdaContext())
+        assert result["batchItemFailures"] == []
+        for message in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        indexed += len(messages)
+
+
+def _kill_jobs(
+    deps: Dependencies, clock: ManualClock, harness: Harness, errors: list[str]
+) -> list[str]:
+    """One delayed job per entry, each dying of that error (bad: at once; flaky: 3 attempts)."""
+    ids = []
+    for error in errors:
+        ids.append(delayed_job(deps, clock, harness, payload={"error": error}, max_attempts=1))
+        harness.poll()
+        clock.advance(seconds=60)
+    _drain_dead_letter_queue(deps)
+    return ids
+
+
+@pytest.fixture
+def harness(deps: Dependencies, clock: ManualClock) -> Harness:
+    return Harness(deps, clock, _fails_by_payload)
+
+
+def test_a_dead_job_is_browsable_with_its_error(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a job that died of a non-retryable error, and the DLQ drained by the indexer
+    [job_id] = _kill_jobs(deps, clock, harness, ["bad"])
+    # When an operator browses the queue's dead letters
+    status, page = _call("GET", "/queues/default/dead")
+    # Then it is there, with its error and envelope, and no next page
+    assert status == 200
+    [letter] = page["items"]
+    assert letter["job_id"] == job_id
+    assert letter["error_type"] == "BadAddressError" and letter["message"] == "boom"
+    assert letter["attempt"] == 1
+    assert letter["envelope"]["id"] == job_id and letter["envelope"]["payload"] == {"error": "bad"}
+    finished_at = deps.jobs.get(job_id).finished_at_ms
+    assert finished_at is not None and letter["dead_at"] == to_rfc3339(finished_at)
+    assert page["next_cursor"] is None
+
+
+def test_browsing_pages_through_every_letter_oldest_first(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given seven dead jobs
+    ids = _kill_jobs(deps, clock, harness, ["bad"] * 7)
+    # When browsing three at a time
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        query = {"limit": "3"} | ({"cursor": cursor} if cursor else {})
+        status, page = _call("GET", "/queues/default/dead", query=query)
+        assert status == 200
+        seen += [item["job_id"] for item in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    # Then every letter shows up once, in the order the jobs died
+    assert seen == ids
+    assert pages == 3
+
+
+def test_indexing_the_same_dlq_message_twice_keeps_one_letter(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a dead job whose DLQ message the indexer sees twice (at-least-once delivery)
+    job_id = delayed_job(deps, clock, harness, payload={"error": "bad"})
+    harness.poll()
+    sqs = boto3.client("sqs")
+    url = deps.settings.dead_letter_urls["default"]
+    [message] = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    event = sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:default-dlq")
+    indexer_lambda.handler(event, FakeLambdaContext())
+    indexer_lambda.handler(event, FakeLambdaContext())
+    # Then there is one letter
+    assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [job_id]
+
+
+def test_replay_requeues_each_dead_job_once_even_when_repeated(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given three dead jobs
+    ids = _kill_jobs(deps, clock, harness, ["bad", "bad", "bad"])
+    # When an operator replays the queue's dead letters, twice
+    status, first = _call("POST", "/queues/default/dead/replay", {})
+    status_again, second = _call("POST", "/queues/default/dead/replay", {})
+    # Then the first replay re-queued all three and the second found nothing to do
+    assert status == status_again == 200
+    assert sorted(first["replayed"]) == sorted(ids)
+    assert first["more"] is False
+    assert second == {"replayed": [], "skipped": 0, "unreplayable": 0, "more": False}
+    assert all(deps.jobs.get(job_id).status is Status.QUEUED for job_id in ids)
+    assert _call("GET", "/queues/default/dead")[1]["items"] == []
+    # And each job is delivered exactly once more
+    harness.calls.clear()
+    harness.poll()
+    assert sorted(call.id for call in harness.calls) == sorted(ids)
+
+
+def test_a_replay_interrupted_before_removing_its_letter_does_not_run_the_job_twice(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a dead job that was retried by hand after it was indexed (its letter remains)
+    [job_id] = _kill_jobs(deps, clock, harness, ["bad"])
+    deps.jobs.retry(job_id)
+    # When the dead letters are replayed
+    status, result = _call("POST", "/queues/default/dead/replay", {})
+    # Then the job is not re-queued again: skipped, and its letter removed
+    assert status == 200
+    assert result["replayed"] == [] and result["skipped"] == 1
+    assert _call("GET", "/queues/default/dead")[1]["items"] == []
+
+
+def test_replay_by_error_type_and_time_range(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given dead jobs of two error types, dying over time
+    ids = _kill_jobs(deps, clock, harness, ["bad", "flaky", "bad", "flaky"])
+    first_death = deps.jobs.get(ids[0]).finished_at_ms
+    third_death = deps.jobs.get(ids[2]).finished_at_ms
+    assert first_death is not None and third_death is not None
+    # When only the flaky ones are replayed
+    _, flaky = _call("POST", "/queues/default/dead/replay", {"error_type": "FlakyError"})
+    # Then only they are re-queued
+    assert sorted(flaky["replayed"]) == sorted([ids[1], ids[3]])
+    # And a time range replays only the letters that died in it
+    window = {"since": to_rfc3339(first_death), "until": to_rfc3339(third_death)}
+    _, ranged = _call("POST", "/queues/default/dead/replay", window)
+    assert ranged["replayed"] == [ids[0]]
+    assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [ids[2]]
+
+
+def test_replay_stops_at_its_limit_and_says_there_is_more(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    ids = _kill_jobs(deps, clock, harness, ["bad"] * 3)
+    _, first = _call("POST", "/queues/default/dead/replay", {"limit": 2})
+    assert first["replayed"] == ids[:2] and first["more"] is True
+    _, rest = _call("POST", "/queues/default/dead/replay", {"limit": 2})
+    assert rest["replayed"] == ids[2:] and rest["more"] is False
+
+
+def test_purge_removes_only_letters_older_than_the_cutoff(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given three dead jobs, a minute apart
+    ids = _kill_jobs(deps, clock, harness, ["bad"] * 3)
+    cutoff = deps.jobs.get(ids[2]).finished_at_ms
+    assert cutoff is not None
+    # When letters older than the third death are purged
+    status, result = _call(
+        "DELETE", "/queues/default/dead", query={"older_than": to_rfc3339(cutoff)}
+    )
+    # Then the first two are gone, the third stays, and the jobs themselves are untouched
+    assert status == 200 and result == {"purged": 2, "more": False}
+    assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [ids[2]]
+    assert deps.jobs.get(ids[0]).status is Status.DEAD
+
+
+def test_a_message_redriven_by_sqs_marks_its_job_dead_and_is_replayable(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a queued job whose consumer crashes on every delivery without ending the attempt
+    job_id = delayed_job(deps, clock, harness, payload={"error": "bad"})
+    sqs = boto3.client("sqs")
+    url = deps.settings.queue_urls["default"]
+    for _ in range(5):  # the queue's maxReceiveCount in tests/support.py
+        assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=30).get("Messages")
+        clock.advance(seconds=31)
+    # When SQS redrives it to the DLQ and the indexer drains it
+    assert sqs.receive_message(QueueUrl=url).get("Messages") is None
+    assert _drain_dead_letter_queue(deps) == 1
+    # Then the job is dead, with why in its history
+    job = deps.jobs.get(job_id)
+    assert job.status is Status.DEAD
+    assert job.last_error is not None and job.last_error.error_type == "DeliveryLimitExceeded"
+    # And its letter can be browsed and replayed
+    [letter] = _call("GET", "/queues/default/dead")[1]["items"]
+    assert letter["error_type"] == "DeliveryLimitExceeded"
+    assert _call("POST", "/queues/default/dead/replay", {})[1]["replayed"] == [job_id]
+
+
+def test_a_body_that_is_not_an_envelope_is_kept_but_not_replayed(deps: Dependencies) -> None:
+    # Given a poison message in the DLQ (someone sent junk to the job queue)
+    sqs = boto3.client("sqs")
+    sqs.send_message(QueueUrl=deps.settings.dead_letter_urls["default"], MessageBody="not json")
+    _drain_dead_letter_queue(deps)
+    # Then it is listed as InvalidEnvelope with its raw body
+    [letter] = _call("GET", "/queues/default/dead")[1]["items"]
+    assert letter["job_id"] is None and letter["error_type"] == "InvalidEnvelope"
+    assert letter["envelope"] == "not json"
+    # And a replay leaves it in place
+    _, result = _call("POST", "/queues/default/dead/replay", {})
+    assert result == {"replayed": [], "skipped": 0, "unreplayable": 1, "more": False}
+    assert len(_call("GET", "/queues/default/dead")[1]["items"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "query", "status", "field"),
+    [
+        ("GET", "/queues/nope/dead", None, None, 404, None),
+        ("POST", "/queues/nope/dead/replay", {}, None, 404, None),
+        ("GET", "/queues/default/dead", None, {"cursor": "garbage"}, 400, "cursor"),
+        ("GET", "/queues/default/dead", None, {"limit": "0"}, 400, "limit"),
+        ("GET", "/queues/default/dead", None, {"since": "yesterday"}, 400, "since"),
+        ("POST", "/queues/default/dead/replay", {"until": "soon"}, None, 400, "until"),
+        ("POST", "/queues/default/dead/replay", {"limit": 10_000}, None, 400, "limit"),
+        ("POST", "/queues/default/dead/replay", {"extra": 1}, None, 400, "extra"),
+        ("DELETE", "/queues/default/dead", None, None, 400, "older_than"),
+        ("DELETE", "/queues/default/dead", None, {"older_than": "x"}, 400, "older_than"),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_field(  # noqa: PLR0917
+    deps: Dependencies,
+    method: str,
+    path: str,
+    body: Any,
+    query: dict[str, str] | None,
+    status: int,
+    field: str | None,
+) -> None:
+    got, error = _call(method, path, body, query=query)
+    assert got == status, error
+    if field is not None:
+        # Query parameters are named query.<name> by validation, <name> by the domain.
+        named = {e["field"].removeprefix("query.") for e in error["errors"]}
+        assert field in named, error
