@@ -237,3 +237,56 @@ def test_ctrl_c_stops_everything(synthesized: Synthesized, tmp_path: Path) -> No
             break
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=20) == 0
+
+
+def _worker(running: Running, log: Path, *options: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "sundial.worker", "tests.integration.worker_jobs:slow",
+            "--api", running.api, "--queue", "email", "--wait-seconds", "1", *options,
+        ],
+        env={**os.environ, "SUNDIAL_TEST_LOG": str(log)},
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
+def _lines(log: Path, word: str) -> list[str]:
+    text = log.read_text() if log.exists() else ""
+    return [line.split()[1] for line in text.splitlines() if line.startswith(word)]
+
+
+def test_a_worker_drains_on_sigterm_over_http(running: Running, tmp_path: Path) -> None:
+    # Given three 3-second jobs due now on a queue with no Lambda consumer
+    ids = []
+    for _ in range(3):
+        status, job = _http(
+            "POST",
+            f"{running.api}/jobs",
+            {"queue": "email", "delay_seconds": 0, "payload": {"seconds": 3}},
+        )
+        assert status == 201, job
+        ids.append(job["id"])
+    log = tmp_path / "jobs.log"
+    # And a worker with two slots that has started two of them
+    worker = _worker(running, log, "--concurrency", "2")
+    deadline = time.monotonic() + 60
+    while len(_lines(log, "start")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for the worker subprocess to report, not for a due time
+    assert len(_lines(log, "start")) == 2, worker.stdout and worker.stdout.read()
+    # When it gets SIGTERM
+    worker.send_signal(signal.SIGTERM)
+    output, _ = worker.communicate(timeout=60)
+    # Then it exits cleanly after finishing and acking both, and never starts the third
+    assert worker.returncode == 0, output
+    assert sorted(_lines(log, "done")) == sorted(_lines(log, "start"))
+    statuses = {i: _http("GET", f"{running.api}/jobs/{i}")[1]["status"] for i in ids}
+    assert sorted(statuses.values()) == ["queued", "succeeded", "succeeded"], statuses
+    # And a burst worker on a process pool picks up the one left, and exits when done
+    burst = _worker(running, log, "--pool", "process", "--burst")
+    output, _ = burst.communicate(timeout=120)
+    assert burst.returncode == 0, output
+    assert [_http("GET", f"{running.api}/jobs/{i}")[1]["status"] for i in ids] == ["succeeded"] * 3
+    assert len(_lines(log, "start")) == 3

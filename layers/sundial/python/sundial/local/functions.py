@@ -1,6 +1,6 @@
 """Hosts each Lambda function of the template in its own process, as Lambda would: the code
 from its asset folder, its layers, exactly the environment the template gives it, and its
-timeout. Invocations are serialised per function (one warm container each)."""
+timeout. Each container serves one call at a time; concurrent calls get more containers."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sundial.local.template import FunctionSpec
+
+# Concurrent containers per function: enough for a long-polling worker and its acks.
+MAX_CONTAINERS = 4
 
 
 class InvocationError(Exception):
@@ -37,56 +40,63 @@ class HostOptions:
 
 
 class FunctionHost:
-    def __init__(self, spec: FunctionSpec, options: HostOptions) -> None:
+    """One function's containers. Like Lambda, a call that finds every container busy gets a
+    new one (up to `max_containers`), so a 20-second long poll does not hold up other calls."""
+
+    def __init__(
+        self, spec: FunctionSpec, options: HostOptions, *, max_containers: int = MAX_CONTAINERS
+    ) -> None:
         self.spec = spec
         self._options = options
-        self._lock = threading.Lock()
-        self._process: Any = None
-        self._conn: Connection | None = None
+        self._max = max_containers
+        self._ready = threading.Condition()
+        self._idle: list[_Container] = []
+        self._all: list[_Container] = []
+        self._count = 0
 
     def start(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self._process = context.Process(
-            target=_serve,
-            args=(self.spec, self._environment(), child, self._options.log_path),
-            name=f"lambda:{self.spec.name}",
-            daemon=True,
-        )
-        self._process.start()
-        child.close()
-        self._conn = parent
+        """Start one container ahead of the first call (a cold start at launch, not later)."""
+        with self._ready:
+            if self._count:
+                return
+            self._count = 1
+        container = self._new_container()
+        container.start()
+        self._release(container)
 
     def stop(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.terminate()
-            self._process.join(timeout=5)
-        self._process = None
+        with self._ready:
+            every, self._idle = list(self._all), []
+        for container in every:
+            container.stop()
 
     def invoke(self, event: Any) -> Any:
         """Run the handler once. Raises InvocationError for an error or a timeout."""
-        with self._lock:
-            if self._process is None or not self._process.is_alive():
-                self.start()
-            assert self._conn is not None
-            request_id = str(uuid.uuid4())
-            self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
-            # Allow for a cold start on top of the function's own timeout.
-            if not self._conn.poll(self.spec.timeout_s + 30):
-                self.stop()  # Lambda kills a timed-out container; the next call starts anew
-                raise InvocationError(
-                    "Sandbox.Timedout", f"timed out after {self.spec.timeout_s} s"
-                )
-            try:
-                outcome, payload = self._conn.recv()
-            except EOFError:
-                self.stop()  # the process died: a crash at import or in the handler
-                raise InvocationError(
-                    "Runtime.ExitError", "the function's process exited"
-                ) from None
-        if outcome == "error":
-            raise InvocationError(payload["errorType"], payload["errorMessage"])
-        return payload
+        container = self._acquire()
+        try:
+            return container.invoke(event)
+        finally:
+            self._release(container)
+
+    def _acquire(self) -> _Container:
+        with self._ready:
+            while not self._idle and self._count >= self._max:
+                self._ready.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        return self._new_container()
+
+    def _new_container(self) -> _Container:
+        container = _Container(self.spec, self._environment(), self._options.log_path)
+        with self._ready:
+            self._all.append(container)
+        return container
+
+    def _release(self, container: _Container) -> None:
+        with self._ready:
+            self._idle.append(container)
+            self._ready.notify()
 
     def _environment(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SUNDIAL_"))}
@@ -103,6 +113,57 @@ class FunctionHost:
             "POWERTOOLS_TRACE_DISABLED": "1",  # no X-Ray daemon locally
             **self.spec.environment,
         }
+
+
+class _Container:
+    """One warm process serving one call at a time; restarted after a timeout or a crash."""
+
+    def __init__(
+        self, spec: FunctionSpec, environment: dict[str, str], log_path: Path | None
+    ) -> None:
+        self.spec = spec
+        self._environment = environment
+        self._log_path = log_path
+        self._process: Any = None
+        self._conn: Connection | None = None
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve,
+            args=(self.spec, self._environment, child, self._log_path),
+            name=f"lambda:{self.spec.name}",
+            daemon=True,
+        )
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout=5)
+        self._process = None
+
+    def invoke(self, event: Any) -> Any:
+        if self._process is None or not self._process.is_alive():
+            self.start()
+        assert self._conn is not None
+        request_id = str(uuid.uuid4())
+        self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
+        # Allow for a cold start on top of the function's own timeout.
+        if not self._conn.poll(self.spec.timeout_s + 30):
+            self.stop()  # Lambda kills a timed-out container; the next call starts anew
+            raise InvocationError("Sandbox.Timedout", f"timed out after {self.spec.timeout_s} s")
+        try:
+            outcome, payload = self._conn.recv()
+        except EOFError:
+            self.stop()  # the process died: a crash at import or in the handler
+            raise InvocationError("Runtime.ExitError", "the function's process exited") from None
+        if outcome == "error":
+            raise InvocationError(payload["errorType"], payload["errorMessage"])
+        return payload
 
 
 class _Context:

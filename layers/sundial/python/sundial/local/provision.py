@@ -63,7 +63,7 @@ def assign_names(template: LocalTemplate, emulator_url: str) -> None:
             template.attributes[(lid, "Arn")] = f"arn:aws:logs:{arn}:log-group:{name}:*"
         else:
             # Not emulated (IAM policies, permissions, API Gateway objects, ...): a stable id.
-            template.physical[lid] = f"{lid.lower()[:20]}local"
+            template.physical[lid] = f"{lid.lower()}-local"
 
 
 def create_resources(template: LocalTemplate, session: boto3.Session, endpoint: str) -> None:

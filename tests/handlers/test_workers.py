@@ -1,0 +1,235 @@
+"""Workers outside Lambda: the workers Lambda's lease/heartbeat/ack/nack over real HTTP API
+event shapes on moto, and the Worker class driving it (SQS visibility follows the clock)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.clock import ManualClock
+from sundial.envelope import Envelope
+from sundial.models import Status
+from sundial.submission import SubmitJob
+from sundial.wiring import Dependencies
+from sundial.worker import Worker
+from tests.support import FakeLambdaContext, http_api_event, load_handler, receive_all
+
+workers_lambda = load_handler("workers")
+
+
+def _call(method: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+    route = "/queues/{queue}/lease" if path.startswith("/queues/") else None
+    if route is None:
+        route = "/jobs/{job_id}/" + path.rsplit("/", 1)[1]
+    event = http_api_event(method, path, body=json.dumps(body), route=route)
+    response = workers_lambda.handler(event, FakeLambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def _lease(**body: Any) -> list[dict[str, Any]]:
+    status, result = _call("POST", "/queues/email/lease", {"wait": 0, "max": 10} | body)
+    assert status == 200, result
+    jobs: list[dict[str, Any]] = result["jobs"]
+    return jobs
+
+
+def _submit(deps: Dependencies, payload: Any = None) -> str:
+    return deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, payload=payload)).job.id
+
+
+def test_lease_then_ack_succeeds_with_the_result(deps: Dependencies, clock: ManualClock) -> None:
+    # Given a job that is due now
+    job_id = _submit(deps, {"to": "a@b.c"})
+    # When a worker leases it
+    [leased] = _lease()
+    # Then it gets the envelope and a lease, and the job is running its first attempt
+    assert leased["job"]["id"] == job_id and leased["job"]["attempt"] == 1
+    assert leased["job"]["payload"] == {"to": "a@b.c"}
+    assert deps.jobs.get(job_id).status is Status.RUNNING
+    # When it acks with a result
+    status, job = _call("POST", f"/jobs/{job_id}/ack", {"lease": leased["lease"], "result": 7})
+    # Then the job succeeded with it, and its message is gone for good
+    assert status == 200 and job["status"] == "succeeded" and job["result"] == 7
+    clock.advance(seconds=3600)
+    assert _lease() == []
+
+
+def test_nack_with_a_delay_retries_at_that_time(deps: Dependencies, clock: ManualClock) -> None:
+    job_id = _submit(deps)
+    [leased] = _lease()
+    # When the worker nacks, asking to retry in 2 minutes
+    status, job = _call(
+        "POST",
+        f"/jobs/{job_id}/nack",
+        {"lease": leased["lease"], "error_type": "Throttled", "retry_after_seconds": 120},
+    )
+    # Then the attempt is recorded as failed, with the retry 2 minutes out
+    assert status == 200 and job["status"] == "failed"
+    assert job["last_error"]["error_type"] == "Throttled"
+    assert job["next_attempt_at"] == "2026-11-21T12:02:00.000Z"
+    # And the retry is not leasable before then, and is at that time, as attempt 2
+    clock.advance(seconds=119)
+    assert _lease() == []
+    clock.advance(seconds=1)
+    [retry] = _lease()
+    assert retry["job"]["attempt"] == 2
+
+
+def test_a_non_retryable_nack_makes_the_job_dead(deps: Dependencies) -> None:
+    job_id = _submit(deps)
+    [leased] = _lease()
+    status, job = _call(
+        "POST", f"/jobs/{job_id}/nack", {"lease": leased["lease"], "retryable": False}
+    )
+    assert status == 200 and job["status"] == "dead"
+    dead = receive_all(boto3.client("sqs"), deps.settings.dead_letter_urls["email"])
+    assert [d["id"] for d in dead] == [job_id]
+
+
+def test_heartbeats_keep_the_lease_and_silence_loses_it(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    job_id = _submit(deps)
+    [leased] = _lease(lease_seconds=30)
+    # While the worker heartbeats, no one else can lease the job
+    for _ in range(3):
+        clock.advance(seconds=20)
+        status, job = _call(
+            "POST", f"/jobs/{job_id}/heartbeat", {"lease": leased["lease"], "lease_seconds": 30}
+        )
+        assert status == 200 and job["status"] == "running"
+        assert _lease() == []
+    # When it goes silent past its lease, another worker gets the job and takes the attempt over
+    clock.advance(seconds=31)
+    [taken] = _lease()
+    assert taken["job"]["attempt"] == 1
+    assert _call("POST", f"/jobs/{job_id}/ack", {"lease": taken["lease"]})[1]["status"] == (
+        "succeeded"
+    )
+    # And the silent worker's late ack is refused
+    status, error = _call("POST", f"/jobs/{job_id}/ack", {"lease": leased["lease"]})
+    assert status == 409, error
+
+
+def test_a_cancelled_job_is_never_leased(deps: Dependencies, clock: ManualClock) -> None:
+    job_id = _submit(deps)
+    deps.jobs.cancel(job_id)
+    assert _lease() == []
+    # And its message was removed, not left to come back
+    clock.advance(seconds=3600)
+    assert _lease() == []
+
+
+def test_lease_returns_at_most_max(deps: Dependencies) -> None:
+    for _ in range(5):
+        _submit(deps)
+    assert len(_lease(max=3)) == 3
+    assert len(_lease(max=10)) == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/queues/email/lease", {"wait": 21}, 400, "wait"),
+        ("/queues/email/lease", {"max": 0}, 400, "max"),
+        ("/queues/email/lease", {"max": 11}, 400, "max"),
+        ("/queues/email/lease", {"lease_seconds": 0}, 400, "lease_seconds"),
+        ("/queues/email/lease", {"wait": "5"}, 400, "wait"),
+        ("/queues/nope/lease", {}, 404, None),
+        ("/jobs/not-a-job-id/ack", {"lease": "x"}, 400, None),
+        ("/jobs/{job}/ack", {"lease": "garbage"}, 400, "lease"),
+        ("/jobs/{job}/ack", {}, 400, "lease"),
+        ("/jobs/{job}/nack", {"lease": "x", "retry_after_seconds": -1}, 400, None),
+        ("/jobs/{job}/heartbeat", {"lease": "x", "lease_seconds": 50_000}, 400, None),
+    ],
+)
+def test_bad_requests_are_4xx_naming_the_field(
+    deps: Dependencies, path: str, body: dict[str, Any], status: int, field: str | None
+) -> None:
+    job_id = _submit(deps)
+    got, error = _call("POST", path.replace("{job}", job_id), body)
+    assert got == status, error
+    if field is not None:
+        assert field in {e["field"] for e in error["errors"]}, error
+    # And nothing changed
+    assert deps.jobs.get(job_id).status is Status.QUEUED
+
+
+def test_a_lease_for_another_job_is_refused(deps: Dependencies) -> None:
+    first, second = _submit(deps), _submit(deps)
+    leases = {job["job"]["id"]: job["lease"] for job in _lease()}
+    status, error = _call("POST", f"/jobs/{second}/ack", {"lease": leases[first]})
+    assert status == 400 and error["errors"][0]["field"] == "lease"
+
+
+# -- the Worker class ------------------------------------------------------------------------
+
+
+def _in_process(method: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+    """The Worker's transport: the workers Lambda called directly instead of over HTTP."""
+    return _call(method, path, body)
+
+
+def double(job: Envelope) -> int:
+    if job.payload == "fail":
+        raise ValueError("asked to fail")
+    assert isinstance(job.payload, int)
+    return job.payload * 2
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_a_burst_worker_runs_every_job_and_acks_or_nacks_it(
+    deps: Dependencies, clock: ManualClock, pool: Any
+) -> None:
+    # Given five jobs, one of which fails
+    ids = {n: _submit(deps, n) for n in range(4)}
+    failing = _submit(deps, "fail")
+    # When a burst worker with two slots runs until the queue is empty
+    worker = Worker(
+        double, queue="email", transport=_in_process, concurrency=2, pool=pool,
+        wait_seconds=0, burst=True, clock=clock,
+    )  # fmt: skip
+    worker.run()
+    # Then every job ran once: the good ones succeeded with their results
+    assert worker.completed == 5
+    for n, job_id in ids.items():
+        job = deps.jobs.get(job_id)
+        assert job.status is Status.SUCCEEDED and job.result_json == str(n * 2)
+    # And the failing one failed with its error, its retry scheduled
+    job = deps.jobs.get(failing)
+    assert job.status is Status.FAILED
+    assert job.last_error is not None and job.last_error.error_type == "ValueError"
+
+
+def test_stop_drains_the_held_jobs_and_leases_no_more(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a worker with two slots, running two jobs that wait for a signal, and a third job
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def blocking(job: Envelope) -> str:
+        started.release()
+        release.wait(timeout=30)
+        return "done"
+
+    ids = [_submit(deps) for _ in range(3)]
+    worker = Worker(
+        blocking, queue="email", transport=_in_process, concurrency=2, wait_seconds=0, clock=clock
+    )
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    assert started.acquire(timeout=30) and started.acquire(timeout=30)
+    # When it is told to stop while holding them
+    worker.stop()
+    release.set()
+    runner.join(timeout=30)
+    # Then it finished and acked both, and never leased the third
+    assert not runner.is_alive()
+    statuses = sorted(str(deps.jobs.get(job_id).status) for job_id in ids)
+    assert statuses == ["queued", "succeeded", "succeeded"]
