@@ -18,6 +18,8 @@ def slow(job: Envelope) -> dict[str, str]:
     """Stands for real work that takes a few seconds."""
     _log(f"start {job.id}")
     assert isinstance(job.payload, dict)
-    time.sleep(float(job.payload["seconds"]))
+    seconds = job.payload["seconds"]
+    assert isinstance(seconds, int | float)
+    time.sleep(seconds)
     _log(f"done {job.id}")
     return {"pid": str(os.getpid())}
