@@ -7,7 +7,7 @@ this pair, so change them together.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -81,6 +81,28 @@ class QueueSettings(BaseModel):
     retry: RetrySettings = Field(default_factory=RetrySettings)
 
 
+class HistoryPipelineSettings(BaseModel):
+    """Job history in S3 and the Glue jobs that compact it and report on it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # How long each bucket keeps its objects. Raw history is compacted daily, so the raw days
+    # are only needed to re-run a compaction; curated Parquet and reports are the record.
+    raw_retention_days: int = Field(default=30, ge=3, le=3650)
+    curated_retention_days: int = Field(default=730, ge=30, le=3650)
+    report_retention_days: int = Field(default=730, ge=30, le=3650)
+    access_log_retention_days: int = Field(default=90, ge=1, le=3650)
+    # The stream -> history Lambda batches: up to this many records, or this long.
+    stream_batch_size: int = Field(default=1000, ge=1, le=10_000)
+    stream_batching_window_seconds: int = Field(default=30, ge=0, le=300)
+    # Both Glue jobs' capacity (Glue 5.0: G.1X is 4 vCPU / 16 GB per worker, at least 2).
+    glue_worker_type: Literal["G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
+    glue_workers: int = Field(default=2, ge=2, le=299)
+    # When the daily compaction (then the report) runs: a Glue cron expression, UTC.
+    schedule: str = Field(default="cron(15 1 * * ? *)", pattern=r"^cron\(.+\)$")
+    report_days: int = Field(default=14, ge=1, le=366)
+
+
 class SundialSettings(BaseModel):
     """The whole Sundial deployment configuration."""
 
@@ -92,6 +114,7 @@ class SundialSettings(BaseModel):
     queues: dict[QueueName, QueueSettings] = Field(min_length=1)
     example_consumer_queue: str | None = "demo"
     """The queue the example consumer Lambda (lambdas/example_consumer) reads; None: no example."""
+    history: HistoryPipelineSettings = Field(default_factory=HistoryPipelineSettings)
 
     @field_validator("example_consumer_queue")
     @classmethod

@@ -12,6 +12,9 @@ from stacks.consumers import QueueConsumer
 from stacks.dead_letters import DeadLetterIndex
 from stacks.dispatch import DispatchSchedule
 from stacks.functions import EXAMPLE_CONSUMER_TIMEOUT, JobFunctions
+from stacks.history_buckets import HistoryBuckets
+from stacks.history_capture import HistoryCapture
+from stacks.history_glue import HistoryAnalytics
 from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
@@ -20,7 +23,8 @@ from stacks.settings import SundialSettings
 
 class Sundial(Construct):
     """Job table, job queues, functions, the one-minute dispatch tick, the dead-letter index,
-    the HTTP API, and the example consumer on settings.example_consumer_queue (if set).
+    the HTTP API, the example consumer on settings.example_consumer_queue (if set), and the
+    job history: the table's stream to S3, and the Glue jobs that compact it and report on it.
 
     Usable as a construct library: drop it into any stack with a validated SundialSettings.
     """
@@ -53,6 +57,18 @@ class Sundial(Construct):
             submit=self.functions.submit,
             jobs=self.functions.jobs,
             workers=self.functions.workers,
+        )
+        self.history_buckets = HistoryBuckets(self, "HistoryBuckets", settings=settings.history)
+        self.history_capture = HistoryCapture(
+            self,
+            "HistoryCapture",
+            table=self.job_table.table,
+            raw_bucket=self.history_buckets.raw,
+            layers=self.layers.all,
+            settings=settings.history,
+        )
+        self.history_analytics = HistoryAnalytics(
+            self, "HistoryAnalytics", buckets=self.history_buckets, settings=settings.history
         )
         self.example_consumer: QueueConsumer | None = None
         example_queue = settings.example_consumer_queue
@@ -110,4 +126,17 @@ class SundialStack(Stack):
                 {name: queue.queue_url for name, queue in sorted(self.sundial.queues.items())}
             ),
             description="JSON object {queue name: SQS queue URL}, as in SUNDIAL_QUEUE_URLS",
+        )
+        history = self.sundial.history_buckets
+        for name, bucket in (
+            ("RawHistoryBucket", history.raw),
+            ("CuratedHistoryBucket", history.curated),
+            ("ReportsBucket", history.reports),
+        ):
+            CfnOutput(self, name, value=bucket.bucket_name)
+        CfnOutput(
+            self,
+            "HistoryDatabase",
+            value=self.sundial.history_analytics.database_name,
+            description="Glue database of the job_history and report tables (Athena)",
         )

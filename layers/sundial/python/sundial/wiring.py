@@ -19,6 +19,7 @@ from botocore.config import Config
 from sundial.clock import Clock, SystemClock
 from sundial.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
 from sundial.fanout import LambdaLauncher, Launch
+from sundial.history import HistoryRecorder, HistorySettings, HistoryWriter
 from sundial.leases import LeaseService
 from sundial.lifecycle import Attempts, LifecycleDeps
 from sundial.receiver import QueueReceiver
@@ -153,3 +154,21 @@ def configure(
         launch=launch,
     )
     return _current
+
+
+_history: HistoryRecorder | None = None
+
+
+def history_recorder(
+    environ: Mapping[str, str] | None = None, session: boto3.Session | None = None
+) -> HistoryRecorder:
+    """The history Lambda's recorder (its own settings: it needs no table or queues), built once
+    per process; passing `environ` or `session` builds a new one (tests)."""
+    global _history  # noqa: PLW0603 - one S3 client per Lambda container, built lazily
+    if _history is None or environ is not None or session is not None:
+        settings = HistorySettings.from_env(environ if environ is not None else os.environ)
+        client: Any = (session or boto3.Session()).client("s3", config=_BOTO_CONFIG)
+        _history = HistoryRecorder(
+            HistoryWriter(client, settings.history_bucket, settings.history_prefix)
+        )
+    return _history

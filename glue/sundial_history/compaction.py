@@ -1,0 +1,115 @@
+"""compact_history's transforms: raw history events (JSON lines) -> the `job_history` table
+(Parquet, partitioned by `dt`), deduplicated by event id and laid out in sensibly sized files.
+
+Idempotence: the job recompacts whole days. Each day's raw folder holds exactly that day's
+events (the history Lambda partitions by event date), so compacting day D reads `dt=D` only and
+replaces the `dt=D` partition of the output (dynamic partition overwrite): re-running a day
+replaces it, and no run duplicates anything. No Glue job bookmark is needed or used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sundial_history.columns import JOB_HISTORY
+
+ATTEMPT_ENDS = ("succeeded", "failed", "dead")
+# A Parquet file of about this size reads well in Athena and Spark (one or a few row groups,
+# few enough files per day). The raw gzip JSON is a little larger than the Parquet it becomes
+# (bench/compaction.py measures the ratio), so the raw bytes per file are a safe stand-in.
+TARGET_FILE_BYTES = 128 * 1024 * 1024
+RAW_BYTES_PER_OUTPUT_BYTE = 1.5
+
+
+def _millis_to_timestamp(column: str) -> Column:
+    return F.expr(f"timestamp_millis({column})")
+
+
+def curate(raw: DataFrame) -> DataFrame:
+    """Raw event rows (sundial_history.columns.RAW_EVENT) -> `job_history` rows with a `dt`
+    column. Rows without an event id, job id or event time (malformed lines) are dropped.
+    `dt` is the event's UTC date (the session time zone must be UTC)."""
+    event_at = _millis_to_timestamp("event_at_ms")
+    ends_attempt = F.col("to_status").isin(*ATTEMPT_ENDS)
+    return raw.where(
+        F.col("event_id").isNotNull()
+        & F.col("job_id").isNotNull()
+        & F.col("event_at_ms").isNotNull()
+        & F.col("to_status").isNotNull()
+    ).select(
+        "event_id",
+        "job_id",
+        "queue",
+        "priority",
+        "schedule_id",
+        "dag_id",
+        "from_status",
+        "to_status",
+        F.col("attempt").cast("int").alias("attempt"),
+        _millis_to_timestamp("due_at_ms").alias("due_at"),
+        event_at.alias("event_at"),
+        _millis_to_timestamp("started_at_ms").alias("started_at"),
+        F.col("duration_ms").cast("long").alias("duration_ms"),
+        F.when(
+            ends_attempt & F.col("started_at_ms").isNotNull(),
+            F.col("started_at_ms") - F.col("due_at_ms"),
+        )
+        .cast("long")
+        .alias("lateness_ms"),
+        "error_type",
+        F.date_format(event_at, "yyyy-MM-dd").alias("dt"),
+    )
+
+
+def plan_files(
+    raw_bytes_by_date: Mapping[str, int],
+    *,
+    target_file_bytes: int = TARGET_FILE_BYTES,
+    raw_bytes_per_output_byte: float = RAW_BYTES_PER_OUTPUT_BYTE,
+) -> dict[str, int]:
+    """How many Parquet files each day gets: its expected output size over the target file
+    size, at least one. Derived from the raw input's size, known from listing it, so planning
+    costs no pass over the data."""
+    per_file = target_file_bytes * raw_bytes_per_output_byte
+    return {date: max(1, math.ceil(size / per_file)) for date, size in raw_bytes_by_date.items()}
+
+
+def compact(events: DataFrame, files_by_date: Mapping[str, int]) -> DataFrame:
+    """Deduplicate curated events by event id and lay them out for writing: one Spark
+    partition per output file (each day spread over its planned number of files by a hash of
+    the event id), rows sorted by queue and time within each file so Parquet statistics let
+    readers skip what a query's queue or time filter excludes.
+
+    One shuffle does both: every copy of an event has the same day and id, hence the same
+    file, so the deduplication needs no second exchange. Days missing from `files_by_date`
+    get one file."""
+    pairs = [item for date, files in sorted(files_by_date.items()) for item in (date, files)]
+    files_of_day = (
+        F.coalesce(F.create_map(*[F.lit(v) for v in pairs])[F.col("dt")], F.lit(1))
+        if pairs
+        else F.lit(1)
+    )
+    partitions = max(1, sum(files_by_date.values()))
+    return (
+        events.withColumn("_file", F.pmod(F.xxhash64("event_id"), files_of_day))
+        .repartition(partitions, "dt", "_file")
+        .dropDuplicates(["dt", "_file", "event_id"])
+        .drop("_file")
+        .sortWithinPartitions("dt", "queue", "event_at", "event_id")
+        .select(*JOB_HISTORY.column_names, "dt")
+    )
+
+
+def write_partitions(frame: DataFrame, path: str) -> None:
+    """Write `frame` as Parquet partitioned by dt, replacing only the days it contains."""
+    (
+        frame.write.mode("overwrite")
+        .option("partitionOverwriteMode", "dynamic")
+        .option("compression", "snappy")
+        .partitionBy("dt")
+        .parquet(path)
+    )

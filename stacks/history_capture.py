@@ -1,0 +1,146 @@
+"""History capture: the job table's stream feeds the history Lambda, which writes every job
+state change to the raw history bucket (sundial.history)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jsii
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from stacks.functions import SundialFunction
+from stacks.history_buckets import FAILED_BATCHES_PREFIX, RAW_PREFIX
+from stacks.nag import acknowledge
+from stacks.settings import HistoryPipelineSettings
+
+ENV_HISTORY_BUCKET = "SUNDIAL_HISTORY_BUCKET"
+ENV_HISTORY_PREFIX = "SUNDIAL_HISTORY_PREFIX"
+HISTORY_TIMEOUT = Duration.seconds(60)
+# Retries of a failing batch, bisected on each error, before it goes to the on-failure
+# destination. A record older than MAX_RECORD_AGE goes there too: well inside the stream's
+# 24-hour retention, so a stuck shard never loses records to the stream's trimming.
+RETRY_ATTEMPTS = 10
+MAX_RECORD_AGE = Duration.hours(12)
+# Only job items can become history: Lambda's event filtering drops every other item kind of
+# the table (cursors, idempotency keys, meta items...) before an invocation is paid for.
+JOB_ITEMS_FILTER = {"dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.begins_with("shard#")}}}}
+
+
+@jsii.implements(lambda_.IEventSourceDlq)
+class _FailedBatchesInS3:
+    """Lambda's S3 on-failure destination for a stream event source: a failed batch lands in
+    the bucket with its records (an SQS or SNS destination would get only their sequence
+    numbers, useless once the stream has trimmed them). Unlike the CDK's
+    S3OnFailureDestination, which grants read and write on the whole bucket, this grants only
+    what Lambda needs to deliver there."""
+
+    def __init__(self, bucket: s3.IBucket) -> None:
+        self._bucket = bucket
+
+    def bind(
+        self, _target: lambda_.IEventSourceMapping, target_handler: lambda_.IFunction
+    ) -> lambda_.DlqDestinationConfig:
+        target_handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[self._bucket.arn_for_objects(f"{FAILED_BATCHES_PREFIX}/*")],
+            )
+        )
+        target_handler.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket.bucket_arn])
+        )
+        return lambda_.DlqDestinationConfig(destination=self._bucket.bucket_arn)
+
+
+class HistoryCapture(Construct):
+    """The history Lambda on the job table's stream (NEW_AND_OLD_IMAGES).
+
+    The event source mapping batches records (settings), reports partial batch failures (the
+    function names the first record it could not read; Lambda resumes there), bisects a batch
+    whose invocation fails, retries RETRY_ATTEMPTS times, and then puts the batch into the raw
+    bucket under aws/lambda/ so no history is lost. It reads from the oldest record
+    (TRIM_HORIZON), so a new deployment captures what the stream still holds.
+
+    The function may write objects under history/ in the raw bucket, and nothing else there."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: dynamodb.ITable,
+        raw_bucket: s3.IBucket,
+        layers: Sequence[lambda_.ILayerVersion],
+        settings: HistoryPipelineSettings,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if table.table_stream_arn is None:
+            raise ValueError(f"{self.node.path}: the job table needs a stream (NEW_AND_OLD_IMAGES)")
+        self.raw_bucket = raw_bucket
+        recorder = SundialFunction(
+            self,
+            "Function",
+            code_dir="history",
+            description="Job table stream -> job history (gzip JSON lines) in S3",
+            timeout=HISTORY_TIMEOUT,
+            layers=layers,
+            environment={
+                ENV_HISTORY_BUCKET: raw_bucket.bucket_name,
+                ENV_HISTORY_PREFIX: RAW_PREFIX,
+            },
+        )
+        self.function = recorder.function
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[raw_bucket.arn_for_objects(f"{RAW_PREFIX}/*")],
+            )
+        )
+        self.event_source = event_sources.DynamoEventSource(
+            table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=settings.stream_batch_size,
+            max_batching_window=Duration.seconds(settings.stream_batching_window_seconds),
+            bisect_batch_on_error=True,
+            retry_attempts=RETRY_ATTEMPTS,
+            max_record_age=MAX_RECORD_AGE,
+            report_batch_item_failures=True,
+            on_failure=_FailedBatchesInS3(raw_bucket),
+            filters=[lambda_.FilterCriteria.filter(JOB_ITEMS_FILTER)],
+        )
+        self.function.add_event_source(self.event_source)
+        stack = Stack.of(self)
+        bucket_id = stack.get_logical_id(_cfn(raw_bucket))
+        for resource in (
+            f"<{bucket_id}.Arn>/{RAW_PREFIX}/*",
+            f"<{bucket_id}.Arn>/{FAILED_BATCHES_PREFIX}/*",
+        ):
+            acknowledge(
+                recorder.role,
+                f"AwsSolutions-IAM5[Resource::{resource}]",
+                reason=(
+                    "Object keys are made per batch (history/dt=<day>/<time>-<digest>.json.gz; "
+                    "Lambda's own aws/lambda/<mapping>/<shard>/... for failed batches), so "
+                    "PutObject is granted on the prefix and on nothing else in the bucket."
+                ),
+            )
+        acknowledge(
+            recorder.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            reason=(
+                "dynamodb:ListStreams (added by the DynamoDB event source) and the X-Ray "
+                "actions of active tracing support no resource-level permissions."
+            ),
+        )
+
+
+def _cfn(bucket: s3.IBucket) -> s3.CfnBucket:
+    resource = bucket.node.default_child
+    assert isinstance(resource, s3.CfnBucket)
+    return resource
