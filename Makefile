@@ -73,6 +73,10 @@ run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
 demo: $(VENV)/.installed ## Submit a realistic mix of jobs to the running `make run`
 	$(PY) scripts/demo.py
 
+.PHONY: report
+report: $(VENV)/.installed ## Job history report with local Spark: from the running `make run`, else synthetic
+	$(PY) scripts/report.py
+
 .PHONY: lock
 lock: $(VENV)/.installed ## Re-resolve requirements.lock and requirements-lambda.lock from pyproject.toml
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \

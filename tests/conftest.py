@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -19,6 +20,8 @@ from sundial.wiring import Dependencies, configure
 from tests.support import TABLE, create_queues, create_table
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from tests.infrastructure.synthesis import Synthesized
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
@@ -27,6 +30,8 @@ START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "sundial")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Sundial")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+# pyspark.testing imports pandas-on-Spark, which wants this set before any Spark starts.
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -105,3 +110,19 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     from tests.infrastructure.synthesis import synthesize  # noqa: PLC0415 - starts jsii: only on demand
 
     return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for every Spark test (starting the JVM takes seconds): one core,
+    one shuffle partition, no UI, configured as the Glue jobs configure theirs."""
+    from sundial_history.runtime import local_session  # noqa: PLC0415 - only Spark tests need it
+
+    # PySpark turns TIMESTAMPs into naive datetimes in the Python process's time zone; pinning
+    # it to UTC (the sessions' time zone) makes collected rows compare with UTC wall times.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    session = local_session("sundial-tests", master="local[1]", shuffle_partitions=1)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -10,20 +10,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from sundial.local.triggers import sqs_record
+from sundial.local.triggers import sqs_record, stream_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodbstreams.client import DynamoDBStreamsClient
     from mypy_boto3_sqs.client import SQSClient
 
 TABLE = "sundial-jobs"
 QUEUES = ("default", "email")
 
 
-def create_table(client: DynamoDBClient) -> None:
+def create_table(client: DynamoDBClient, *, stream: bool = False) -> None:
+    """The job table; with `stream`, its NEW_AND_OLD_IMAGES stream (the history's source)."""
+    extra: dict[str, Any] = (
+        {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}}
+        if stream
+        else {}
+    )
     client.create_table(
         TableName=TABLE,
         BillingMode="PAY_PER_REQUEST",
+        **extra,
         AttributeDefinitions=[
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
@@ -58,6 +66,25 @@ def create_queues(client: SQSClient) -> tuple[dict[str, str], dict[str, str]]:
 def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
     """The event an SQS event source mapping sends for received messages."""
     return {"Records": [sqs_record(dict(m), queue_arn) for m in messages]}
+
+
+class StreamReader:
+    """Reads a table's stream from the start, as an event source mapping would: each call of
+    `next_event` returns the records written since the last call, as the Lambda event."""
+
+    def __init__(self, client: DynamoDBStreamsClient, stream_arn: str) -> None:
+        self._client = client
+        self._arn = stream_arn
+        [shard] = client.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+        self._iterator = client.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+
+    def next_event(self) -> dict[str, Any]:
+        response = self._client.get_records(ShardIterator=self._iterator, Limit=1000)
+        self._iterator = response["NextShardIterator"]
+        records: list[Any] = response.get("Records", [])
+        return {"Records": [stream_record(dict(r), self._arn) for r in records]}
 
 
 class WriteMeter:

@@ -36,7 +36,10 @@ def resolve_dates(spec: str, available: Sequence[str], *, today: date | None = N
         return [(today - timedelta(days=n)).isoformat() for n in range(AUTO_LOOKBACK_DAYS, 0, -1)]
     days = sorted({d.strip() for d in spec.split(",") if d.strip()})
     for day in days:
-        date.fromisoformat(day)  # a malformed day fails the job at once, naming it
+        try:
+            date.fromisoformat(day)
+        except ValueError:
+            raise ValueError(f"--dates: {day!r} is not a YYYY-MM-DD day") from None
     return days
 
 

@@ -11,9 +11,11 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import SparkSession
 
 # What every session needs, on Glue and locally: UTC dates, dynamic partition overwrite,
-# standard Parquet timestamps (Athena reads them), and Spark's own file commit protocol.
+# standard Parquet timestamps (Athena reads them), and `dt` read back as the string it is
+# (as the Glue tables declare it) rather than inferred as a date.
 SESSION_CONFIG: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
@@ -38,7 +40,11 @@ def job_arguments(argv: Sequence[str], defaults: Mapping[str, str]) -> dict[str,
 
 
 def local_session(
-    app_name: str, *, master: str = "local[*]", shuffle_partitions: int = 4
+    app_name: str,
+    *,
+    master: str = "local[*]",
+    shuffle_partitions: int = 4,
+    driver_memory: str = "2g",
 ) -> SparkSession:
     """A local SparkSession configured as the Glue jobs expect (no UI, small shuffles)."""
     builder = (
@@ -47,7 +53,7 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", driver_memory)
     )
     for key, value in SESSION_CONFIG.items():
         builder = builder.config(key, value)

@@ -1,6 +1,7 @@
 """Creates in the emulator what the template declares: tables (keys, TTL, streams), queues
-(with their redrive policies), and schedule rules. Lambda functions are not created in moto
-(it would need Docker); the runtime hosts them itself, under the names the template implies."""
+(with their redrive policies), S3 buckets, and schedule rules. Lambda functions are not created
+in moto (it would need Docker); the runtime hosts them itself, under the names the template
+implies."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def assign_names(template: LocalTemplate, emulator_url: str) -> None:
             template.attributes[(lid, "Arn")] = f"arn:aws:sqs:{arn}:{name}"
             template.attributes[(lid, "QueueName")] = name
             template.attributes[(lid, "QueueUrl")] = template.physical[lid]
+        elif kind == "AWS::S3::Bucket":
+            name = props.get("BucketName") or _physical_name(template, lid, 63).lower()
+            template.physical[lid] = name
+            template.attributes[(lid, "Arn")] = f"arn:aws:s3:::{name}"
+            template.attributes[(lid, "DomainName")] = f"{name}.s3.amazonaws.com"
         elif kind == "AWS::Lambda::Function":
             name = props.get("FunctionName") or _physical_name(template, lid, 64)
             template.physical[lid] = name
@@ -70,6 +76,9 @@ def create_resources(template: LocalTemplate, session: boto3.Session, endpoint: 
     dynamodb = session.client("dynamodb", endpoint_url=endpoint)
     sqs: Any = session.client("sqs", endpoint_url=endpoint)
     events = session.client("events", endpoint_url=endpoint)
+    s3 = session.client("s3", endpoint_url=endpoint)
+    for lid in template.of_type("AWS::S3::Bucket"):
+        s3.create_bucket(Bucket=template.physical[lid])
     for lid in template.of_type("AWS::DynamoDB::Table"):
         _create_table(dynamodb, template, lid)
     queues = template.of_type("AWS::SQS::Queue")

@@ -20,7 +20,7 @@ from sundial.local.functions import FunctionHost, HostOptions
 from sundial.local.gateway import Gateway
 from sundial.local.provision import assign_names, create_resources
 from sundial.local.template import LocalTemplate, TemplateError
-from sundial.local.triggers import QueuePoller, ScheduleRunner
+from sundial.local.triggers import QueuePoller, ScheduleRunner, StreamPoller
 
 log = logging.getLogger("sundial.local")
 
@@ -105,15 +105,31 @@ class LocalRuntime:
         for lid in self.template.of_type("AWS::SQS::Queue"):
             self.queue_names[self.template.get_att(lid, "QueueName")] = self.template.physical[lid]
         sundial_names = {url: name for name, url in self.job_queue_urls().items()}
+        streams = self.session.client("dynamodbstreams", endpoint_url=config.emulator_url)
+        s3 = self.session.client("s3", endpoint_url=config.emulator_url)
         for source in self.template.event_sources():
-            url = self.template.physical[source.queue]
-            name = sundial_names.get(url, self.template.get_att(source.queue, "QueueName"))
+            if source.kind == "dynamodb":
+                self._start_thread(
+                    StreamPoller(
+                        source,
+                        stream_arn=self.template.get_att(source.source, "StreamArn"),
+                        target=self.hosts[source.function],
+                        streams=streams,
+                        s3=s3,
+                        stop=self.stop_event,
+                        counts=self.counts,
+                        name=f"stream:{self.hosts[source.function].spec.name}",
+                    )
+                )
+                continue
+            url = self.template.physical[source.source]
+            name = sundial_names.get(url, self.template.get_att(source.source, "QueueName"))
             self.consumed_queues.add(name)
             self._start_thread(
                 QueuePoller(
                     source,
                     queue_url=url,
-                    queue_arn=self.template.get_att(source.queue, "Arn"),
+                    queue_arn=self.template.get_att(source.source, "Arn"),
                     target=self.hosts[source.function],
                     sqs=sqs,
                     stop=self.stop_event,
@@ -135,6 +151,15 @@ class LocalRuntime:
         submit = next(h for h in self.hosts.values() if "SUNDIAL_QUEUE_URLS" in h.spec.environment)
         urls: dict[str, str] = json.loads(submit.spec.environment["SUNDIAL_QUEUE_URLS"])
         return urls
+
+    def bucket_name(self, logical_id_part: str) -> str:
+        """The emulator name of the one bucket whose logical id contains `logical_id_part`."""
+        [name] = [
+            self.template.physical[lid]
+            for lid in self.template.of_type("AWS::S3::Bucket")
+            if logical_id_part in lid
+        ]
+        return name
 
     def table_name(self) -> str:
         tables = list(self.template.of_type("AWS::DynamoDB::Table"))

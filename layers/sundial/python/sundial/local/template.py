@@ -58,12 +58,17 @@ class ScheduleSpec:
 
 @dataclass(frozen=True)
 class EventSourceSpec:
-    queue: str  # logical id
+    kind: str  # "sqs" or "dynamodb" (a table's stream)
+    source: str  # logical id of the queue or the table
     function: str  # logical id
     batch_size: int
     batching_window_s: int
     report_batch_item_failures: bool
     max_concurrency: int | None
+    # Stream sources only:
+    bisect_on_error: bool = False
+    max_retries: int = -1  # -1: until the record expires
+    on_failure_arn: str | None = None
 
 
 @dataclass
@@ -217,26 +222,35 @@ class LocalTemplate:
             props = self.resolve(self.props(lid))
             if props.get("Enabled", True) is False:
                 continue
-            queue = self._queue_by_arn(props["EventSourceArn"])
+            kind, source = self._event_source_by_arn(props["EventSourceArn"])
             function = next(f for f, name in self.physical.items() if name == props["FunctionName"])
+            on_failure = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             specs.append(
                 EventSourceSpec(
-                    queue=queue,
+                    kind=kind,
+                    source=source,
                     function=function,
-                    batch_size=int(props.get("BatchSize", 10)),
+                    batch_size=int(props.get("BatchSize", 10 if kind == "sqs" else 100)),
                     batching_window_s=int(props.get("MaximumBatchingWindowInSeconds", 0)),
                     report_batch_item_failures="ReportBatchItemFailures"
                     in props.get("FunctionResponseTypes", []),
                     max_concurrency=props.get("ScalingConfig", {}).get("MaximumConcurrency"),
+                    bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
+                    max_retries=int(props.get("MaximumRetryAttempts", -1)),
+                    on_failure_arn=on_failure,
                 )
             )
         return specs
 
-    def _queue_by_arn(self, arn: str) -> str:
+    def _event_source_by_arn(self, arn: str) -> tuple[str, str]:
         for (lid, attribute), value in self.attributes.items():
-            if attribute == "Arn" and value == arn:
-                return lid
-        raise TemplateError(f"event source {arn} is not a queue in the template")
+            if value == arn and attribute in ("Arn", "StreamArn"):
+                kind = self.resources[lid]["Type"]
+                if kind == "AWS::SQS::Queue" and attribute == "Arn":
+                    return "sqs", lid
+                if kind == "AWS::DynamoDB::Table" and attribute == "StreamArn":
+                    return "dynamodb", lid
+        raise TemplateError(f"event source {arn} is neither a queue nor a table stream")
 
 
 def _ref(template: LocalTemplate, argument: Any) -> Any:

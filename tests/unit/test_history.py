@@ -1,0 +1,274 @@
+"""The history Lambda against real stream records: the table's stream in moto, written by the
+real submit, sweep, consume and cancel paths, read with GetRecords and shaped as the DynamoDB
+event source mapping delivers it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.clock import ManualClock
+from sundial.history import HistoryEvent
+from sundial.submission import SubmitJob
+from sundial.wiring import Dependencies, history_recorder
+from tests.support import TABLE, FakeLambdaContext, StreamReader, create_table
+from tests.unit.test_consumer import ALL_SHARDS, Harness
+
+BUCKET = "sundial-history-raw"
+PREFIX = "history"
+
+
+class Boom(Exception):
+    """The job failed."""
+
+
+@pytest.fixture
+def stream(deps: Dependencies) -> StreamReader:
+    """The job table with its NEW_AND_OLD_IMAGES stream, as the stack declares it (moto gives
+    a stream enabled later no shard, so the table is made anew before anything is written)."""
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.delete_table(TableName=TABLE)
+    create_table(dynamodb, stream=True)
+    arn = dynamodb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    # botocore would address an account-specific endpoint, which in-process moto does not
+    # route; moto's own endpoint name serves the same API.
+    streams = boto3.client(
+        "dynamodbstreams", endpoint_url="https://streams.dynamodb.us-east-1.amazonaws.com"
+    )
+    return StreamReader(streams, arn)
+
+
+def record(event: dict[str, Any]) -> dict[str, Any]:
+    return history_recorder(
+        environ={"SUNDIAL_HISTORY_BUCKET": BUCKET, "SUNDIAL_HISTORY_PREFIX": PREFIX}
+    ).handle(event, FakeLambdaContext())
+
+
+def stored() -> dict[str, list[HistoryEvent]]:
+    """Every history object in the bucket: {key: its events}."""
+    s3 = boto3.client("s3")
+    objects = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    return {
+        o["Key"]: [
+            HistoryEvent.model_validate_json(line)
+            for line in gzip.decompress(s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read())
+            .decode()
+            .splitlines()
+        ]
+        for o in objects
+    }
+
+
+def all_events() -> list[HistoryEvent]:
+    return sorted(
+        (e for events in stored().values() for e in events), key=lambda e: e.event_at_ms
+    )
+
+
+def transitions(events: list[HistoryEvent]) -> list[tuple[str | None, str, int]]:
+    return [(e.from_status, e.to_status, e.attempt) for e in events]
+
+
+def test_a_delayed_job_that_succeeds(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a job due in an hour (with an idempotency key: the table gets an idem item too),
+    # swept (a cursor item moves) and run by a consumer
+    harness = Harness(deps, clock, lambda job: {"ok": True})
+    job = deps.jobs.submit(
+        SubmitJob(queue="default", delay_seconds=3600, idempotency_key="k-1")
+    ).job
+    clock.advance(seconds=3600 - 60)
+    harness.sweeper.sweep(ALL_SHARDS)
+    clock.advance(seconds=60.5)
+    harness.poll()
+
+    # When the stream's records reach the history Lambda
+    response = record(stream.next_event())
+
+    # Then every record was accepted, and the job's three state changes are in S3, and
+    # nothing else (no cursor, idempotency or meta item)
+    assert response == {"batchItemFailures": []}
+    events = all_events()
+    assert transitions(events) == [
+        (None, "pending", 0),
+        ("pending", "queued", 0),
+        ("queued", "succeeded", 1),
+    ]
+    assert {e.job_id for e in events} == {job.id}
+    assert {(e.queue, e.priority) for e in events} == {("default", "normal")}
+    submitted, queued, succeeded = events
+    assert submitted.event_at_ms == job.created_at_ms
+    assert queued.event_at_ms == job.due_ms - 60_000  # claimed a minute ahead, sent delayed
+    # And the success carries when the attempt started, how late and for how long it ran
+    assert succeeded.due_at_ms == job.due_ms
+    assert succeeded.started_at_ms == clock.now_ms()
+    assert succeeded.started_at_ms is not None
+    assert succeeded.started_at_ms - succeeded.due_at_ms == 500
+    assert succeeded.duration_ms == 0  # the manual clock does not move while the job runs
+    assert succeeded.error_type is None
+    # And the objects sit under the event's day, gzip JSON lines
+    assert [key.split("/")[:2] for key in stored()] == [["history", "dt=2026-11-21"]]
+
+
+def test_a_retried_job_that_dies(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given an immediate job that fails twice with two attempts allowed
+    def fail(job: Any) -> Any:
+        raise Boom("down")
+
+    harness = Harness(deps, clock, fail)
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=0, max_attempts=2)).job
+    harness.poll()
+    retry_due = deps.jobs.get(job.id).next_attempt_at_ms
+    assert retry_due is not None
+    clock.set(retry_due + 1000)
+    harness.poll()
+
+    # When the records reach the history Lambda
+    record(stream.next_event())
+
+    # Then the failure, the retry and the death are recorded with the error type
+    events = all_events()
+    assert transitions(events) == [
+        (None, "pending", 0),
+        ("pending", "queued", 0),
+        ("queued", "failed", 1),
+        ("failed", "dead", 2),
+    ]
+    failed, dead = events[2], events[3]
+    assert (failed.error_type, dead.error_type) == ("Boom", "Boom")
+    # And the retry's lateness is measured from when the retry was due, not the job
+    assert failed.due_at_ms == job.due_ms
+    assert dead.due_at_ms == retry_due
+    assert dead.started_at_ms == retry_due + 1000
+
+
+def test_cancel_is_recorded_once(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a pending job that is cancelled, then cancelled again (a no-op)
+    job = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=7200)).job
+    clock.advance(seconds=5)
+    deps.jobs.cancel(job.id)
+    deps.jobs.cancel(job.id)
+
+    # When the records reach the history Lambda
+    record(stream.next_event())
+
+    # Then there is one cancellation, at the cancel's time
+    assert transitions(all_events()) == [(None, "pending", 0), ("pending", "cancelled", 0)]
+    assert all_events()[-1].event_at_ms == clock.now_ms()
+
+
+def test_a_redelivered_batch_rewrites_the_same_object(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a batch of stream records that was already written once
+    for n in range(5):
+        deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600, payload={"n": n}))
+    batch = stream.next_event()
+    record(batch)
+    first = stored()
+
+    # When Lambda delivers the same batch again (a retry after a timeout, say)
+    record(json.loads(json.dumps(batch)))
+
+    # Then the same object is rewritten with the same events: nothing is duplicated
+    assert stored() == first
+    [events] = first.values()
+    assert len(events) == 5
+    assert len({e.event_id for e in events}) == 5
+
+
+def test_ttl_expiry_is_marked_expired_never_cancelled(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a finished job whose retention ends: DynamoDB's TTL process deletes it, and the
+    # stream record says so in userIdentity
+    harness = Harness(deps, clock, lambda job: None)
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=0)).job
+    harness.poll()
+    stream.next_event()  # the life of the job, already recorded
+    boto3.client("dynamodb").delete_item(
+        TableName=TABLE, Key={"pk": {"S": job.key.pk}, "sk": {"S": job.key.sk}}
+    )
+    [removal] = stream.next_event()["Records"]
+    assert removal["eventName"] == "REMOVE"
+    ttl_removal = removal | {
+        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    }
+
+    # When the TTL removal (and, for contrast, the same removal made by a person) arrive
+    record({"Records": [ttl_removal]})
+    by_person = removal | {"eventID": "f" * 32}
+    record({"Records": [by_person]})
+
+    # Then the TTL removal reads as `expired` and the other as `deleted`: neither as cancelled
+    endings = sorted((e.from_status, e.to_status) for e in all_events())
+    assert endings == [("succeeded", "deleted"), ("succeeded", "expired")]
+
+
+def test_a_broken_record_fails_alone_and_what_follows_comes_again(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a batch whose second record is a job item without a queue (corrupt)
+    dynamodb = boto3.client("dynamodb")
+    deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600))
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": "shard#3"},
+            "sk": {"S": "1795276800000#01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"},
+            "status": {"S": "pending"},
+        },
+    )
+    deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600))
+    event = stream.next_event()
+    broken = event["Records"][1]["dynamodb"]["SequenceNumber"]
+
+    # When the batch is handled
+    response = record(event)
+
+    # Then the broken record is reported (Lambda resumes from it), and only the event before
+    # it is written: the one after it will come again with the retried records
+    assert response == {"batchItemFailures": [{"itemIdentifier": broken}]}
+    assert len(all_events()) == 1
+
+
+def test_records_of_other_items_write_nothing(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given stream records of items that are not jobs: a sweep cursor, the shard count,
+    # and items other features keep in the table
+    dynamodb = boto3.client("dynamodb")
+    for pk, sk in (("dead#default", "x"), ("schedule#daily", "schedule"), ("shard#1", "x#y")):
+        dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": pk}, "sk": {"S": sk}})
+    deps.store.advance_cursor(1, "1795276800000#")
+    deps.store.record_shard_count(8)
+
+    # When they reach the history Lambda
+    response = record(stream.next_event())
+
+    # Then nothing is written and nothing fails
+    assert response == {"batchItemFailures": []}
+    assert stored() == {}
+
+
+def test_an_s3_failure_fails_the_invocation(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given history to write and a bucket that does not exist
+    deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600))
+    event = stream.next_event()
+    recorder = history_recorder(environ={"SUNDIAL_HISTORY_BUCKET": "no-such-bucket"})
+
+    # When the batch is handled, the invocation fails as a whole (Lambda retries, bisecting)
+    with pytest.raises(Exception, match="NoSuchBucket"):
+        recorder.handle(event, FakeLambdaContext())
