@@ -14,6 +14,7 @@ from stacks.settings import HistoryPipelineSettings
 RAW_PREFIX = "history"
 FAILED_BATCHES_PREFIX = "aws/lambda"
 INCOMPLETE_UPLOAD_DAYS = 7
+ACCESS_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 # Curated Parquet older than this is read rarely: Intelligent-Tiering moves it to cheaper tiers
 # by itself and back when it is read, so queries never fail on it.
 CURATED_TIERING_DAYS = 30
@@ -31,6 +32,10 @@ class HistoryBuckets(Construct):
         self, scope: Construct, construct_id: str, *, settings: HistoryPipelineSettings
     ) -> None:
         super().__init__(scope, construct_id)
+        # Server access logs are delivered under a bucket policy (the logging service
+        # principal), not the legacy LogDeliveryWrite ACL, which BUCKET_OWNER_ENFORCED forbids.
+        # Set here so the construct behaves the same in any app, whatever its cdk.json says.
+        self.node.set_context(ACCESS_LOGS_BY_POLICY, True)
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 def partition_sizes(spark: SparkSession, root: str) -> dict[str, int]:
     """{date: bytes} for every `dt=YYYY-MM-DD` folder directly under `root` ({} if none)."""
     jvm: Any = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     path = jvm.org.apache.hadoop.fs.Path(root)
     filesystem = path.getFileSystem(conf)
     if not filesystem.exists(path):

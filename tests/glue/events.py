@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+
 from sundial_history.columns import JOB_HISTORY, RAW_EVENT, names
 from sundial_history.schema import RAW_EVENT_SCHEMA, table_struct
 

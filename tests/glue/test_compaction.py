@@ -11,10 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
+
 from sundial_history import compaction
 from sundial_history.jobs import NoHistoryError, resolve_dates, run_compaction
 from sundial_history.synthetic import write_raw_history
-
 from tests.glue.events import (
     DAY,
     MIDNIGHT_MS,
@@ -113,7 +113,7 @@ def test_compact_drops_duplicates_in_one_shuffle(spark: SparkSession) -> None:
     compacted = compaction.compact(curated, {DAY: 3, "2026-11-22": 1})
 
     # Then the plan has one exchange (the deduplication needs none of its own)
-    plan = compacted._jdf.queryExecution().executedPlan().toString()  # noqa: SLF001
+    plan = compacted._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1
     # And every event is there once, in one partition per planned file
     assertDataFrameEqual(compacted, compaction.curate(raw_frame(spark, events)))

@@ -47,7 +47,7 @@ class Synthesized:
         node = self.stack.sundial.node.find_child(path.split("/", maxsplit=1)[0])
         for part in path.split("/")[1:]:
             node = node.node.find_child(part)
-        resource = node.node.default_child
+        resource = node if isinstance(node, cdk.CfnElement) else node.node.default_child
         assert isinstance(resource, cdk.CfnElement), path
         return self.stack.get_logical_id(resource)
 

@@ -107,8 +107,9 @@ def test_no_example_consumer_when_its_queue_is_unset() -> None:
 
     # Then there is no example consumer: only the dead-letter indexer reads queues (the DLQs)
     assert stack.sundial.example_consumer is None
-    template.resource_count_is("AWS::Lambda::EventSourceMapping", len(settings.queues))
-    template.resource_count_is("AWS::Lambda::Function", 6)
+    # (and the history recorder reads the job table's stream)
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", len(settings.queues) + 1)
+    template.resource_count_is("AWS::Lambda::Function", 7)
 
 
 def _attach(*, with_dlq: bool = False, **props: Any) -> Callable[[], QueueConsumer]:

@@ -53,9 +53,10 @@ def _render_urls(value: dict[str, Any]) -> dict[str, str]:
 def test_exactly_the_sundial_functions(synthesized: Synthesized) -> None:
     # Given the synthesized Sundial stack
     # When we count Lambda functions
-    # Then there are the six Sundial handlers and the example consumer, and no helper functions
+    # Then there are the six Sundial handlers, the history recorder and the example consumer,
+    # and no helper functions
     # (custom resources, log retention)
-    synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS))
+    synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS) + 1)
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

@@ -3,6 +3,7 @@ synthesized cloud assembly, driven over HTTP and read with boto3 like any client
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -15,7 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,14 @@ from typing import Any
 
 import boto3
 import pytest
+from pyspark.sql import SparkSession
 
 from sundial.ids import JobKey
+from sundial.local.history import HistoryLocation, export_history, history_location
+from sundial.local.provision import assign_names
+from sundial.local.template import LocalTemplate
 from sundial.submission import parse_rfc3339
+from sundial_history.jobs import run_compaction, run_report
 from tests.infrastructure.synthesis import Synthesized
 
 JOBS = 100
@@ -290,3 +296,77 @@ def test_a_worker_drains_on_sigterm_over_http(running: Running, tmp_path: Path) 
     assert burst.returncode == 0, output
     assert [_http("GET", f"{running.api}/jobs/{i}")[1]["status"] for i in ids] == ["succeeded"] * 3
     assert len(_lines(log, "start")) == 3
+
+
+def _s3(running: Running) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=running.emulator,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def _history_by_job(running: Running, location: HistoryLocation) -> dict[str, set[str]]:
+    """The statuses each job reached, as the emulator's raw history has them so far."""
+    s3 = _s3(running)
+    statuses: dict[str, set[str]] = defaultdict(set)
+    for entry in s3.list_objects_v2(Bucket=location.bucket).get("Contents", []):
+        if not entry["Key"].startswith(f"{location.prefix}/"):
+            continue
+        body = s3.get_object(Bucket=location.bucket, Key=entry["Key"])["Body"].read()
+        for line in gzip.decompress(body).decode().splitlines():
+            event = json.loads(line)
+            statuses[event["job_id"]].add(event["to_status"])
+    return statuses
+
+
+@pytest.mark.spark
+def test_history_flows_to_s3_and_reports_what_was_submitted(
+    running: Running, synthesized: Synthesized, spark: SparkSession, tmp_path: Path
+) -> None:
+    # Given jobs on the demo queue (its example consumer runs them): some succeed, some fail
+    # on their only attempt, some are cancelled while they wait
+    outcomes = {"succeeded": 6, "dead": 3, "cancelled": 2}
+    submitted: dict[str, str] = {}
+    for n in range(outcomes["succeeded"]):
+        body = {"queue": "demo", "delay_seconds": n % 3, "payload": {"n": n}}
+        submitted[_http("POST", f"{running.api}/jobs", body)[1]["id"]] = "succeeded"
+    for _ in range(outcomes["dead"]):
+        body = {"queue": "demo", "delay_seconds": 0, "max_attempts": 1, "payload": {"fail": True}}
+        submitted[_http("POST", f"{running.api}/jobs", body)[1]["id"]] = "dead"
+    for _ in range(outcomes["cancelled"]):
+        job = _http("POST", f"{running.api}/jobs", {"queue": "demo", "delay_seconds": 3600})[1]
+        assert _http("DELETE", f"{running.api}/jobs/{job['id']}")[0] == 200
+        submitted[job["id"]] = "cancelled"
+
+    # When their history reaches the emulator's S3 (stream -> history Lambda)
+    template = LocalTemplate.load(synthesized.outdir)
+    assign_names(template, running.emulator)
+    location = history_location(template)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        history = _history_by_job(running, location)
+        if all(final in history.get(job, set()) for job, final in submitted.items()):
+            break
+        time.sleep(0.5)
+    # Then every job's final status is there
+    assert {job: final for job, final in submitted.items() if final in history[job]} == submitted
+
+    # And when it is exported and both Glue jobs run on local Spark
+    s3 = _s3(running)
+    raw, curated, reports = tmp_path / "raw", tmp_path / "curated", tmp_path / "reports"
+    assert export_history(s3, location, raw) > 0
+    run_compaction(spark, raw_path=str(raw), curated_path=str(curated), dates="all")
+    result = run_report(spark, curated_path=str(curated), reports_path=str(reports), dates="all")
+
+    # Then the report counts for the demo queue are what was submitted (none of the other
+    # tests use the demo queue)
+    totals: Counter[str] = Counter()
+    for row in spark.read.parquet(str(reports / "daily_queue_stats")).collect():
+        if row["queue"] == "demo":
+            for name in ("submitted", "succeeded", "dead", "cancelled", "failed"):
+                totals[name] += row[name]
+    assert dict(totals) == {"submitted": len(submitted), "failed": 0, **outcomes}
+    assert Path(result.report_uri).is_file()

@@ -65,9 +65,7 @@ def stored() -> dict[str, list[HistoryEvent]]:
 
 
 def all_events() -> list[HistoryEvent]:
-    return sorted(
-        (e for events in stored().values() for e in events), key=lambda e: e.event_at_ms
-    )
+    return sorted((e for events in stored().values() for e in events), key=lambda e: e.event_at_ms)
 
 
 def transitions(events: list[HistoryEvent]) -> list[tuple[str | None, str, int]]:
