@@ -15,8 +15,8 @@ from sundial.clock import ManualClock
 from sundial.history import HistoryEvent
 from sundial.submission import SubmitJob
 from sundial.wiring import Dependencies, history_recorder
+from tests.harness import ALL_SHARDS, Harness
 from tests.support import TABLE, FakeLambdaContext, StreamReader, create_table
-from tests.unit.test_consumer import ALL_SHARDS, Harness
 
 BUCKET = "sundial-history-raw"
 PREFIX = "history"
