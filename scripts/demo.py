@@ -1,8 +1,10 @@
 """`make demo`: submits a realistic mix of jobs to a running `make run` and shows what happened.
 
 Immediate jobs, jobs 5 to 60 s out, one 20 minutes out (it waits in the table for the sweeper),
-a batch, a cancel, an idempotent repeat and one bad request. Reads SUNDIAL_HOST and
-SUNDIAL_API_PORT like `make run`.
+a batch, a cancel, an idempotent repeat and one bad request. Then two DAGs on the `demo` queue
+(run by the example consumer): the design card's daily_report, followed until it succeeds, and
+one whose node dies, cancelling what depends on it; and a DAG with a cycle, rejected. Reads
+SUNDIAL_HOST and SUNDIAL_API_PORT like `make run`.
 """
 
 from __future__ import annotations
@@ -99,6 +101,71 @@ def main() -> int:
     show("bad request: 400 naming the fields", status, error)
     print("\nWatch them move in the `make run` window. Get one:")
     print(f"  curl -s {API}/jobs/{delayed[0]['id']}")
+    return run_dags()
+
+
+DAILY_REPORT = {
+    "name": "daily_report",
+    "parent_results": "inline",
+    "nodes": {
+        "extract": {"queue": "demo", "payload": {"step": "extract"}},
+        "transform": {"queue": "demo", "depends_on": ["extract"]},
+        "load_warehouse": {"queue": "demo", "depends_on": ["transform"]},
+        "load_cache": {"queue": "demo", "depends_on": ["transform"]},
+        "notify": {"queue": "demo", "depends_on": ["load_warehouse", "load_cache"]},
+    },
+}
+# The example consumer fails a job whose payload says {"fail": true}; one attempt, so it dies.
+NIGHTLY_IMPORT = {
+    "name": "nightly_import",
+    "nodes": {
+        "fetch": {"queue": "demo", "payload": {"fail": True}, "max_attempts": 1},
+        "parse": {"queue": "demo", "depends_on": ["fetch"]},
+        "publish": {"queue": "demo", "depends_on": ["parse"]},
+        "heartbeat": {"queue": "demo"},
+    },
+}
+
+
+def run_dags() -> int:
+    print("\nDAGs (on the demo queue, run by the example consumer):")
+    dags = {}
+    for body in (DAILY_REPORT, NIGHTLY_IMPORT):
+        status, dag = call("POST", "/dags", body)
+        show(f"DAG {body['name']}", status, dag)
+        if status != 201:
+            return 1
+        dags[body["name"]] = dag
+    first_id = dags[DAILY_REPORT["name"]]["id"]
+    status, error = call(
+        "POST",
+        "/dags",
+        {
+            "name": "loop",
+            "nodes": {
+                "a": {"queue": "demo", "depends_on": ["c"]},
+                "b": {"queue": "demo", "depends_on": ["a"]},
+                "c": {"queue": "demo", "depends_on": ["b"]},
+            },
+        },
+    )
+    show("DAG with a cycle: 400 naming it", status, error)
+    deadline = time.monotonic() + 60
+    shown: dict[str, str] = {}
+    while dags and time.monotonic() < deadline:
+        for name, dag in list(dags.items()):
+            _, now = call("GET", f"/dags/{dag['id']}")
+            line = " ".join(f"{node}={n['status']}" for node, n in now["nodes"].items())
+            if shown.get(name) != line:
+                print(f"  {name:<15} {now['status']:<10} {line}")
+                shown[name] = line
+            if now["status"] != "running":
+                del dags[name]
+        time.sleep(0.5)
+    if dags:
+        print(f"  still running after 60 s: {', '.join(dags)}")
+        return 1
+    print(f"\nA whole DAG, node by node:\n  curl -s {API}/dags/{first_id}")
     return 0
 
 

@@ -44,8 +44,9 @@ DEFAULT_BURST_LIMIT = 500
 
 
 class JobsApi(Construct):
-    """Routes `/jobs` and `/queues` to the submit, jobs and workers functions. Callers sign
-    requests with SigV4 and need `execute-api:Invoke` on the route."""
+    """Routes `/jobs` and `/queues` to the submit, jobs and workers functions, and `/dags` to
+    the dags function. Callers sign requests with SigV4 and need `execute-api:Invoke` on the
+    route."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class JobsApi(Construct):
         submit: lambda_.IFunction,
         jobs: lambda_.IFunction,
         workers: lambda_.IFunction,
+        dags: lambda_.IFunction,
         rate_limit: int = DEFAULT_RATE_LIMIT,
         burst_limit: int = DEFAULT_BURST_LIMIT,
     ) -> None:
@@ -121,6 +123,15 @@ class JobsApi(Construct):
                 methods=[apigwv2.HttpMethod.POST],
                 integration=workers_integration,
             )
+        dags_integration = integrations.HttpLambdaIntegration("Dags", dags)
+        self.http_api.add_routes(
+            path="/dags", methods=[apigwv2.HttpMethod.POST], integration=dags_integration
+        )
+        self.http_api.add_routes(
+            path="/dags/{dag_id}",
+            methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
+            integration=dags_integration,
+        )
 
     @property
     def url(self) -> str:

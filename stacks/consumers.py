@@ -3,6 +3,8 @@ with the permissions the consumer SDK (sundial.consumer) needs for the job lifec
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
@@ -34,7 +36,11 @@ class QueueConsumer(Construct):
     Permissions, and nothing else: the event source grants what consuming needs on this queue
     (receive, delete, change visibility for heartbeats, queue attributes); the function may
     also get, update and put items in `table`, send to `queue` (retries, as new messages with
-    DelaySeconds) and, if given, send to `dead_letter_queue` (jobs that are dead).
+    DelaySeconds) and, if given, send to `dead_letter_queue` (jobs that are dead) and to each
+    of `dag_child_queues`: when a job of this queue is a DAG node, its success releases its
+    children by sending them to their queues (sundial.dags), so list the queues of the
+    nodes that can follow this queue's nodes (none: this queue runs no DAG nodes with
+    children on other queues).
 
     `function_timeout` and `queue_visibility_timeout` are passed in because neither an
     `IFunction` nor an `IQueue` exposes them; they must be the values actually configured. The
@@ -51,6 +57,7 @@ class QueueConsumer(Construct):
         function: lambda_.IFunction,
         table: dynamodb.ITable,
         dead_letter_queue: sqs.IQueue | None = None,
+        dag_child_queues: Sequence[sqs.IQueue] = (),
         function_timeout: Duration,
         queue_visibility_timeout: Duration,
         batch_size: int = 10,
@@ -93,3 +100,6 @@ class QueueConsumer(Construct):
         queue.grant_send_messages(function)
         if dead_letter_queue is not None:
             dead_letter_queue.grant_send_messages(function)
+        for child_queue in dag_child_queues:
+            if child_queue is not queue:
+                child_queue.grant_send_messages(function)

@@ -132,10 +132,11 @@ class SundialFunction(Construct):
 
 
 class JobFunctions(Construct):
-    """`submit`, `jobs`, `fanout`, `sweeper`, `workers` and `dead_letter_indexer`, each granted
-    least-privilege access, and the `example_consumer` when settings.example_consumer_queue is
-    set (else None). The example consumer is granted nothing here: attaching it to its queue
-    (stacks/consumers.py) grants it what consuming and the job lifecycle need.
+    """`submit`, `jobs`, `dags`, `fanout`, `sweeper`, `workers` and `dead_letter_indexer`, each
+    granted least-privilege access, and the `example_consumer` when
+    settings.example_consumer_queue is set (else None). The example consumer is granted nothing
+    here: attaching it to its queue (stacks/consumers.py) grants it what consuming and the job
+    lifecycle need.
 
     `queues` and `dead_letter_queues` map every configured queue name (settings.queues) to its
     SQS queue and to that queue's DLQ."""
@@ -186,6 +187,7 @@ class JobFunctions(Construct):
 
         submit = function("submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10))
         jobs = function("jobs", "GET and DELETE /jobs/{job_id}", Duration.seconds(10))
+        dags = function("dags", "POST /dags, GET and DELETE /dags/{dag_id}", Duration.seconds(10))
         sweeper = function(
             "sweeper", "Claims due jobs of a shard group, sends them to SQS", Duration.seconds(60)
         )
@@ -213,6 +215,7 @@ class JobFunctions(Construct):
         )
         self.submit = submit.function
         self.jobs = jobs.function
+        self.dags = dags.function
         self.sweeper = sweeper.function
         self.fanout = fanout.function
         self.workers = workers.function
@@ -263,13 +266,30 @@ class JobFunctions(Construct):
             dead_letter_queues[name].grant_send_messages(self.workers)
 
         # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
-        # event sources (stacks/dead_letters.py) grant consuming the DLQs.
+        # event sources (stacks/dead_letters.py) grant consuming the DLQs. A redriven DAG node's
+        # death is applied to its DAG: its descendants are cancelled (updates) or, with
+        # on_failure=continue, released, i.e. sent to their queues.
         table.grant(
             self.dead_letter_indexer,
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
         )
+        for queue in queues.values():
+            queue.grant_send_messages(self.dead_letter_indexer)
+
+        # dags: write a DAG's nodes (batch), read them back (one range query on the DAG's shard),
+        # claim and send its roots, cancel its nodes (conditional updates), and read parents'
+        # results for a node released on resume.
+        table.grant(
+            self.dags,
+            "dynamodb:BatchWriteItem",
+            "dynamodb:Query",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+        )
+        for queue in queues.values():
+            queue.grant_send_messages(self.dags)
 
         # fanout: read and update its state item in the table, then start the sweepers.
         table.grant(self.fanout, "dynamodb:GetItem", "dynamodb:UpdateItem")

@@ -57,6 +57,7 @@ class Sundial(Construct):
             submit=self.functions.submit,
             jobs=self.functions.jobs,
             workers=self.functions.workers,
+            dags=self.functions.dags,
         )
         self.history_buckets = HistoryBuckets(self, "HistoryBuckets", settings=settings.history)
         self.history_capture = HistoryCapture(

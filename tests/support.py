@@ -4,21 +4,38 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from moto.dynamodb.responses import DynamoHandler
+
 from sundial.local.triggers import sqs_record, stream_record
 
 if TYPE_CHECKING:
+    import pytest
     from mypy_boto3_dynamodb.client import DynamoDBClient
     from mypy_boto3_dynamodbstreams.client import DynamoDBStreamsClient
     from mypy_boto3_sqs.client import SQSClient
 
 TABLE = "sundial-jobs"
 QUEUES = ("default", "email")
+
+# The system-design card's DAG (seeds/004): extract → transform → load_warehouse and
+# load_cache → notify, on two queues so children are released across queues.
+DAILY_REPORT: Mapping[str, Any] = {
+    "name": "daily_report",
+    "nodes": {
+        "extract": {"queue": "default", "payload": {"day": "2026-11-21"}},
+        "transform": {"queue": "default", "depends_on": ["extract"]},
+        "load_warehouse": {"queue": "default", "depends_on": ["transform"]},
+        "load_cache": {"queue": "email", "depends_on": ["transform"]},
+        "notify": {"queue": "email", "depends_on": ["load_warehouse", "load_cache"]},
+    },
+}
 
 
 def create_table(client: DynamoDBClient, *, stream: bool = False) -> None:
@@ -236,3 +253,21 @@ def http_api_event(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def serialize_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make moto apply DynamoDB requests one at a time, for tests that write from threads.
+
+    DynamoDB applies each write atomically: a conditional ADD checks, updates and returns the
+    item as one step. moto's in-process backend does not: across threads its condition check,
+    its update and the item it returns interleave (seen as lost ADDs and two writers reading
+    the same counter). Serializing moto's request handling restores exactly the guarantee
+    AWS gives; the code under test still runs on concurrent threads between requests."""
+    lock = threading.Lock()
+    handle = DynamoHandler.call_action
+
+    def one_at_a_time(self: DynamoHandler) -> Any:
+        with lock:
+            return handle(self)
+
+    monkeypatch.setattr(DynamoHandler, "call_action", one_at_a_time)

@@ -109,12 +109,15 @@ def test_no_example_consumer_when_its_queue_is_unset() -> None:
     assert stack.sundial.example_consumer is None
     # (and the history recorder reads the job table's stream)
     template.resource_count_is("AWS::Lambda::EventSourceMapping", len(settings.queues) + 1)
-    template.resource_count_is("AWS::Lambda::Function", 7)
+    template.resource_count_is("AWS::Lambda::Function", 8)
 
 
-def _attach(*, with_dlq: bool = False, **props: Any) -> Callable[[], QueueConsumer]:
+def _attach(
+    *, with_dlq: bool = False, dag_children: int = 0, **props: Any
+) -> Callable[[], QueueConsumer]:
     """A QueueConsumer on a fresh queue, table and function (and dead-letter queue if
-    `with_dlq`), with `props` overriding the defaults."""
+    `with_dlq`; `dag_children` more queues as its DAG child queues, its own queue too), with
+    `props` overriding the defaults."""
 
     def build() -> QueueConsumer:
         stack = cdk.Stack(cdk.App(), "Consumers")
@@ -132,6 +135,7 @@ def _attach(*, with_dlq: bool = False, **props: Any) -> Callable[[], QueueConsum
             code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
             timeout=cdk.Duration.seconds(5),
         )
+        children = [sqs.Queue(stack, f"Child{n}") for n in range(dag_children)]
         return QueueConsumer(
             stack,
             "Consumer",
@@ -139,6 +143,7 @@ def _attach(*, with_dlq: bool = False, **props: Any) -> Callable[[], QueueConsum
             function=function,
             table=table,
             dead_letter_queue=sqs.Queue(stack, "Dlq") if with_dlq else None,
+            dag_child_queues=[*children, queue] if children else (),
             **{
                 "function_timeout": cdk.Duration.seconds(5),
                 "queue_visibility_timeout": cdk.Duration.seconds(30),
@@ -244,3 +249,19 @@ def test_queue_consumer_may_send_to_the_dead_letter_queue_it_is_given() -> None:
     # And never take messages off it
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
         assert dlq not in allowed[action], action
+
+
+def test_queue_consumer_may_send_to_the_dag_child_queues_it_is_given() -> None:
+    # Given a consumer whose DAG nodes may release children onto two other queues (and its own)
+    consumer = _attach(dag_children=2)()
+    allowed = _statements(consumer)
+    stack = cdk.Stack.of(consumer)
+    children = [_arn(consumer, stack.node.find_child(f"Child{n}")) for n in range(2)]
+
+    # Then it may send to them and to its own queue, once each
+    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted(
+        [_arn(consumer, consumer.queue), *children], key=str
+    )
+    # And never take messages off a child queue
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert allowed[action] == [_arn(consumer, consumer.queue)], action

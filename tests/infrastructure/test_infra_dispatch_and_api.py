@@ -24,6 +24,9 @@ ROUTES = {
     "POST /jobs/{job_id}/heartbeat": "workers",
     "POST /jobs/{job_id}/ack": "workers",
     "POST /jobs/{job_id}/nack": "workers",
+    "POST /dags": "dags",
+    "GET /dags/{dag_id}": "dags",
+    "DELETE /dags/{dag_id}": "dags",
 }
 
 
@@ -63,12 +66,14 @@ def test_api_is_an_http_api(synthesized: Synthesized) -> None:
     synthesized.template.resource_count_is("AWS::ApiGateway::RestApi", 0)
 
 
-def test_routes_are_exactly_the_job_routes_and_all_use_iam(synthesized: Synthesized) -> None:
+def test_routes_are_exactly_the_job_and_dag_routes_and_all_use_iam(
+    synthesized: Synthesized,
+) -> None:
     # Given the synthesized Sundial stack
     routes = synthesized.resources("AWS::ApiGatewayV2::Route").values()
 
     # When we list the routes
-    # Then they are the job routes, each with SigV4 (AWS_IAM) authorization
+    # Then they are the job and DAG routes, each with SigV4 (AWS_IAM) authorization
     assert {route["Properties"]["RouteKey"] for route in routes} == set(ROUTES)
     for route in routes:
         assert route["Properties"]["AuthorizationType"] == "AWS_IAM", route

@@ -13,10 +13,20 @@ from tests.infrastructure.synthesis import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
-FUNCTIONS = ["submit", "jobs", "fanout", "sweeper", "workers", "dead_letters", "example_consumer"]
+FUNCTIONS = [
+    "submit",
+    "jobs",
+    "dags",
+    "fanout",
+    "sweeper",
+    "workers",
+    "dead_letters",
+    "example_consumer",
+]
 TIMEOUTS = {
     "submit": 10,
     "jobs": 10,
+    "dags": 10,
     "fanout": 30,
     "sweeper": 60,
     "workers": 29,
@@ -53,7 +63,7 @@ def _render_urls(value: dict[str, Any]) -> dict[str, str]:
 def test_exactly_the_sundial_functions(synthesized: Synthesized) -> None:
     # Given the synthesized Sundial stack
     # When we count Lambda functions
-    # Then there are the six Sundial handlers, the history recorder and the example consumer,
+    # Then there are the seven Sundial handlers, the history recorder and the example consumer,
     # and no helper functions
     # (custom resources, log retention)
     synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS) + 1)

@@ -41,8 +41,17 @@ EXPECTED = {
     "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
     "workers": CONSUME | SEND | CONSUMER_TABLE,
-    # Drain every DLQ into index items, marking redriven jobs dead.
-    "dead_letters": CONSUME | CONSUMER_TABLE,
+    # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
+    # DAG node's children under on_failure=continue).
+    "dead_letters": CONSUME | CONSUMER_TABLE | SEND,
+    # Write a DAG's nodes, read them back in one range query, claim and cancel them, send roots.
+    "dags": {
+        "dynamodb:BatchWriteItem",
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+    }
+    | SEND,
     "fanout": {"dynamodb:GetItem", "dynamodb:UpdateItem", "lambda:InvokeFunction"},
     "sweeper": {
         "dynamodb:Query",
@@ -93,7 +102,7 @@ def test_table_actions_apply_to_the_job_table_only(synthesized: Synthesized, nam
             assert resources == [table_arn(synthesized)], action
 
 
-@pytest.mark.parametrize("name", ["submit", "sweeper", "jobs"])
+@pytest.mark.parametrize("name", ["submit", "sweeper", "jobs", "dags", "dead_letters"])
 def test_dispatching_functions_may_send_to_every_job_queue_only(
     synthesized: Synthesized, name: str
 ) -> None:
@@ -155,7 +164,7 @@ def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:
     # Then it is the sweeper and the sweeper's own versions and aliases
     assert resources == [sweeper_arn, {"Fn::Join": ["", [sweeper_arn, ":*"]]}]
     # And nobody else may invoke functions
-    for name in ("submit", "jobs", "sweeper", "example_consumer"):
+    for name in ("submit", "jobs", "dags", "sweeper", "example_consumer"):
         assert "lambda:InvokeFunction" not in synthesized.allowed(name)
 
 

@@ -33,6 +33,7 @@ from sundial.local.template import LocalTemplate
 from sundial.submission import parse_rfc3339
 from sundial_history.jobs import run_compaction, run_report
 from tests.infrastructure.synthesis import Synthesized
+from tests.support import DAILY_REPORT
 
 JOBS = 100
 
@@ -370,3 +371,29 @@ def test_history_flows_to_s3_and_reports_what_was_submitted(
                 totals[name] += row[name]
     assert dict(totals) == {"submitted": len(submitted), "failed": 0, **outcomes}
     assert Path(result.report_uri).is_file()
+
+
+def test_a_dag_completes_on_the_example_consumer(running: Running) -> None:
+    # Given the card's daily_report DAG on the demo queue, which the example consumer runs
+    nodes = {name: {**node, "queue": "demo"} for name, node in DAILY_REPORT["nodes"].items()}
+    status, dag = _http("POST", f"{running.api}/dags", {**DAILY_REPORT, "nodes": nodes})
+    assert status == 201, dag
+    # When its nodes run, each released by its parents' successes
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and dag["status"] == "running":
+        time.sleep(0.2)
+        dag = _http("GET", f"{running.api}/dags/{dag['id']}")[1]
+    # Then it succeeded, each node once, after its parents
+    assert dag["status"] == "succeeded", dag
+    finished = {name: parse_rfc3339(node["finished_at"]) for name, node in dag["nodes"].items()}
+    for name, node in dag["nodes"].items():
+        assert node["attempts"] == 1
+        for parent in node["depends_on"]:
+            assert finished[parent] <= parse_rfc3339(node["released_at"]) <= finished[name]
+    # And a cycle is refused, naming it
+    status, error = _http(
+        "POST",
+        f"{running.api}/dags",
+        {"name": "loop", "nodes": {"a": {"queue": "demo", "depends_on": ["a"]}}},
+    )
+    assert status == 400 and error["errors"][0]["field"] == "nodes.a.depends_on"

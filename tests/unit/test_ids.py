@@ -6,7 +6,15 @@ from hypothesis import strategies as st
 from ulid import ULID
 
 from sundial.errors import InvalidInput
-from sundial.ids import MAX_DUE_MS, TOKEN_LENGTH, JobKey, due_sk_bound
+from sundial.ids import (
+    DAG_TOKEN_LENGTH,
+    MAX_DAG_NODES,
+    MAX_DUE_MS,
+    TOKEN_LENGTH,
+    DagKey,
+    JobKey,
+    due_sk_bound,
+)
 
 
 @given(
@@ -62,3 +70,38 @@ def test_a_single_changed_character_is_detected() -> None:
     flipped = job_id[:10] + ("A" if job_id[10] != "A" else "B") + job_id[11:]
     with pytest.raises(InvalidInput):
         JobKey.from_job_id(flipped)
+
+
+@given(
+    shard=st.integers(min_value=0, max_value=4095),
+    due_ms=st.integers(min_value=0, max_value=MAX_DUE_MS),
+    node_count=st.integers(min_value=1, max_value=MAX_DAG_NODES - 1),
+    now_ms=st.integers(min_value=0, max_value=2**48 - 1),
+)
+def test_dag_id_round_trips_and_addresses_a_contiguous_range_of_nodes(
+    shard: int, due_ms: int, node_count: int, now_ms: int
+) -> None:
+    # Given a new DAG key
+    key = DagKey.new(shard=shard, due_ms=due_ms, node_count=node_count, now_ms=now_ms)
+    # Then its id is a 40-character URL-safe token that decodes to the same key
+    assert len(key.dag_id) == DAG_TOKEN_LENGTH
+    assert DagKey.from_dag_id(key.dag_id) == key
+    # And its nodes are jobs on its shard at its due time, in sort-key order
+    first, last = key.node_key(0), key.node_key(node_count - 1)
+    assert (first.shard, first.due_ms) == (shard, due_ms)
+    assert first.sk <= last.sk and first.ulid == key.base_ulid
+    with pytest.raises(ValueError, match="out of range"):
+        key.node_key(node_count)
+
+
+def test_job_and_dag_ids_are_not_mistaken_for_each_other() -> None:
+    key = DagKey.new(shard=1, due_ms=5, node_count=3, now_ms=5)
+    with pytest.raises(InvalidInput) as raised:
+        JobKey.from_job_id(key.dag_id)
+    assert raised.value.field == "job_id"
+    with pytest.raises(InvalidInput) as raised:
+        DagKey.from_dag_id(key.node_key(0).job_id)
+    assert raised.value.field == "dag_id"
+    tampered = ("B" if key.dag_id[5] != "B" else "C").join((key.dag_id[:5], key.dag_id[6:]))
+    with pytest.raises(InvalidInput, match="checksum"):
+        DagKey.from_dag_id(tampered)

@@ -30,6 +30,9 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/{job_id}/heartbeat", "post"),
         ("/jobs/{job_id}/ack", "post"),
         ("/jobs/{job_id}/nack", "post"),
+        ("/dags", "post"),
+        ("/dags/{dag_id}", "get"),
+        ("/dags/{dag_id}", "delete"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

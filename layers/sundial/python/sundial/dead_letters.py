@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from sundial.clock import Clock
 from sundial.envelope import Envelope
 from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
 from sundial.ids import JobKey
-from sundial.models import AttemptError, Status
+from sundial.models import AttemptError, Job, Status
 from sundial.service import JobService
 from sundial.store import JobStore
 
@@ -182,10 +182,14 @@ class DeadLetterIndexer:
         clock: Clock,
         dead_letter_urls: Mapping[str, str],
         retention_days: int,
+        on_redriven: Callable[[Job], None] | None = None,
     ) -> None:
+        """`on_redriven` is called with a job this indexer marked dead, so a DAG node's death
+        reaches its descendants (sundial.dags), as a death recorded by its runner does."""
         self._store = store
         self._letters = letters
         self._clock = clock
+        self._on_redriven = on_redriven
         # A DLQ's ARN and URL both end with its name: {DLQ name: job queue}.
         self._queue_of_dlq = {url.rsplit("/", 1)[-1]: q for q, url in dead_letter_urls.items()}
         self._retention_s = retention_days * 86_400
@@ -237,6 +241,9 @@ class DeadLetterIndexer:
                     "dead letter dropped: the job finished", extra={"id": job.id, "status": status}
                 )
                 return None
+        marked_here = job.last_error is not None and job.last_error.error_type == REDRIVE_ERROR
+        if marked_here and self._on_redriven is not None:
+            self._on_redriven(job)  # again on a repeat: an earlier delivery may have died first
         last = job.last_error
         letter = DeadLetter(
             queue=job.queue,

@@ -3,13 +3,37 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from sundial.clock import to_rfc3339
-from sundial.models import Job, Priority
+from sundial.ids import DagKey
+from sundial.models import DagLink, Job, Priority
 
 ENVELOPE_VERSION = 1
+
+
+class DagParent(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(description="The parent's job id: GET /jobs/{id} has its result")
+    succeeded: bool = Field(
+        default=True, description="False only under on_failure=continue: it died or was cancelled"
+    )
+    inlined: bool = Field(default=False, description="True when `result` holds its result")
+    result: JsonValue = None
+
+
+class DagContext(BaseModel):
+    """Where a DAG node stands: present on the messages of DAG nodes only."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(description="The DAG id: GET /dags/{id}")
+    name: str
+    node: str = Field(description="This node's name in the DAG")
+    parents: dict[str, DagParent] = Field(default_factory=dict)
 
 
 class Envelope(BaseModel):
@@ -24,6 +48,22 @@ class Envelope(BaseModel):
     max_attempts: int = Field(ge=1)
     priority: Priority
     created_at: str
+    dag: DagContext | None = None
+
+
+def dag_context(dag: DagLink) -> dict[str, Any]:
+    """The envelope's `dag` object for a node: its parents by job id, and their results when
+    they were inlined on release."""
+    key = DagKey.from_dag_id(dag.dag_id)
+    results: dict[str, Any] = json.loads(dag.results_json) if dag.results_json else {}
+    parents: dict[str, Any] = {}
+    for name, index in dag.parents:
+        parent: dict[str, Any] = {"id": key.node_key(index).job_id}
+        parent["succeeded"] = index not in dag.failed_parents
+        if name in results:
+            parent |= {"inlined": True, "result": results[name]}
+        parents[name] = parent
+    return {"id": dag.dag_id, "name": dag.dag_name, "node": dag.node, "parents": parents}
 
 
 def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> str:
@@ -39,7 +79,9 @@ def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> st
             "max_attempts": job.max_attempts,
             "priority": str(job.priority),
             "created_at": to_rfc3339(job.created_at_ms),
+            **({"dag": dag_context(job.dag)} if job.dag is not None else {}),
         },
         separators=(",", ":"),
+        ensure_ascii=False,
     )
     return f'{head[:-1]},"payload":{job.payload_json}}}'

@@ -32,6 +32,14 @@ class QueueNotFound(SundialError):
         self.queue = queue
 
 
+class DagNotFound(SundialError):
+    """No DAG has this id, or all its nodes have expired (HTTP 404)."""
+
+    def __init__(self, dag_id: str) -> None:
+        super().__init__(f"DAG {dag_id} not found")
+        self.dag_id = dag_id
+
+
 class Conflict(SundialError):
     """The request is valid but the job's state does not allow it (HTTP 409)."""
 

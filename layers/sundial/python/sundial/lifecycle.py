@@ -9,6 +9,9 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
   the retry (SQS DelaySeconds up to 15 minutes, a timer item in the table beyond) or, when the
   attempts run out or the error is not retryable, marks the job `dead` and sends it to its
   queue's DLQ.
+- For a DAG node, a success releases the children it completes, and a death applies the DAG's
+  on_failure rule (sundial.dags); the fence repeats either on a redelivery, in case the runner
+  died before finishing it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from aws_lambda_powertools import Logger
 from ulid import ULID
 
 from sundial.clock import Clock
+from sundial.dags import DagProgress
 from sundial.ids import JobKey
 from sundial.models import AttemptError, Job, Status
 from sundial.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
@@ -66,6 +70,15 @@ def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptE
 class Attempts:
     def __init__(self, deps: LifecycleDeps) -> None:
         self.deps = deps
+        # Moves a DAG on when one of its nodes ends; parents' results are inlined up to the
+        # size of one stored result in all.
+        self.dags = DagProgress(
+            store=deps.store,
+            sender=deps.queues,
+            clock=deps.clock,
+            retention_days=deps.settings.retention_days,
+            inline_results_bytes=MAX_RESULT_BYTES,
+        )
 
     def admit(self, job: Job, attempt: int, *, redelivered: bool = False) -> bool:
         """The fence. False means: acknowledge this delivery without running the job.
@@ -74,6 +87,9 @@ class Attempts:
         extra = {"id": job.id, "status": str(job.status), "attempt": attempt}
         if job.status in (Status.CANCELLED, Status.SUCCEEDED):
             logger.info("skipped: job is already finished", extra=extra)
+            if job.status is Status.SUCCEEDED and job.dag is not None:
+                # The runner may have died before releasing the children: do it again.
+                self.dags.node_succeeded(job, job.result_json)
             return False
         if job.attempts == attempt and job.status is Status.FAILED:
             # This attempt failed before but the retry may not have been scheduled (the runner
@@ -83,6 +99,7 @@ class Attempts:
             return False
         if job.attempts == attempt and job.status is Status.DEAD:
             self.to_dead_letter_queue(job, attempt)  # again, in case the first send was lost
+            self.dags.node_stopped(job)  # likewise the DAG's reaction, for a DAG node
             return False
         if job.attempts == attempt and job.status is Status.RUNNING:
             started = job.started_at_ms or 0
@@ -131,6 +148,8 @@ class Attempts:
         )
         if written:
             logger.info("job succeeded", extra={"id": job.id, "attempt": attempt})
+            if job.dag is not None:
+                self.dags.node_succeeded(job, result_json if result is not None else None)
         else:
             logger.warning("job ran but its status had moved on", extra=_ids(job, attempt, current))
         return written
@@ -175,6 +194,7 @@ class Attempts:
         else:
             logger.error("job is dead", extra=_failure(job, error, None))
             self.to_dead_letter_queue(job, attempt)
+            self.dags.node_stopped(job)
         return outcome
 
     def schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
@@ -198,6 +218,7 @@ class Attempts:
             retry_of=job.key,
             retry_attempt=attempt,
             expires_at_s=self._expiry(at_ms),
+            dag=job.dag,  # the retry's message carries the node's DAG context too
         )
         deps.store.put_if_absent(timer)  # one PutItem: all a consumer's role may write
 

@@ -17,9 +17,10 @@ class Status(StrEnum):
     FAILED = "failed"  # an attempt failed; a retry is due
     DEAD = "dead"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"  # a DAG node waiting for its parents (sundial.dags)
 
 
-CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.FAILED})
+CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.FAILED, Status.BLOCKED})
 FINISHED = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 
 
@@ -39,6 +40,45 @@ class Priority(StrEnum):
     HIGH = "high"
     NORMAL = "normal"
     LOW = "low"
+
+
+class OnFailure(StrEnum):
+    """What a DAG does when a node dies (or is cancelled)."""
+
+    CANCEL_DESCENDANTS = "cancel_descendants"  # everything downstream of it is cancelled
+    CONTINUE = "continue"  # its children still run, once all their parents have finished
+
+
+class ParentResults(StrEnum):
+    """How a DAG node's message carries its parents' results."""
+
+    REFERENCE = "reference"  # the parents' job ids
+    INLINE = "inline"  # their results too, up to a size budget
+
+
+@dataclass(frozen=True, slots=True)
+class DagLink:
+    """What makes a job a DAG node: its place in the graph and how far its parents got."""
+
+    dag_id: str
+    dag_name: str
+    node: str
+    index: int
+    parents: tuple[tuple[str, int], ...] = ()  # (name, node index), in depends_on order
+    children: tuple[tuple[int, int], ...] = ()  # (node index, how many parents it has)
+    on_failure: OnFailure = OnFailure.CANCEL_DESCENDANTS
+    parent_results: ParentResults = ParentResults.REFERENCE
+    waiting_on: int = 0  # parents not finished yet
+    done_parents: frozenset[int] = frozenset()
+    failed_parents: frozenset[int] = frozenset()  # finished without succeeding (CONTINUE)
+    released_by: int | None = None  # the parent whose write released this node
+    released_at_ms: int | None = None
+    results_json: str | None = None  # INLINE: {parent name: result}, written on release
+    held: bool = False  # its DAG is paused: not released until resumed
+
+    @property
+    def parent_indexes(self) -> tuple[int, ...]:
+        return tuple(index for _, index in self.parents)
 
 
 @dataclass(slots=True)
@@ -73,6 +113,7 @@ class Job:
     # of the job at `retry_of`. The sweeper dispatches it like a job, under that job's id.
     retry_of: JobKey | None = None
     retry_attempt: int | None = None
+    dag: DagLink | None = None  # set on the nodes of a DAG
 
     @property
     def id(self) -> str:

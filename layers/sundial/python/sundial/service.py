@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from ulid import ULID
@@ -37,7 +37,10 @@ class JobService:
         shard_count: int,
         retention_days: int,
         rng: random.Random | None = None,
+        on_cancelled: Callable[[Job], None] | None = None,
     ) -> None:
+        """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
+        so a DAG node's cancellation reaches its descendants (sundial.dags)."""
         self._store = store
         self._sender = sender
         self._clock = clock
@@ -46,6 +49,7 @@ class JobService:
         self._shard_count = shard_count
         self._retention_s = retention_days * 86_400
         self._rng = rng or random.Random()
+        self._on_cancelled = on_cancelled
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -62,8 +66,8 @@ class JobService:
         after that each job has its own result (a Submitted, or the error for that job)."""
         now = self._clock.now_ms()
         for index, request in enumerate(requests):
-            self._check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
-        jobs = [self._new_job(request, now) for request in requests]
+            self.check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
+        jobs = [self.new_job(request, now) for request in requests]
         results: list[Submitted | SundialError | None] = [None] * len(jobs)
         fresh: list[Job] = []
         for index, (request, job) in enumerate(zip(requests, jobs, strict=True)):
@@ -81,7 +85,7 @@ class JobService:
             else:
                 results[index] = self._repeat_or_error(request, earlier)
         self._store.put_new(fresh)
-        failed = {job.id for job in self._dispatch_direct([j for j in fresh if j.direct])}
+        failed = {job.id for job in self.dispatch_direct([j for j in fresh if j.direct])}
         for index, job in enumerate(jobs):
             if results[index] is None:
                 results[index] = (
@@ -91,7 +95,7 @@ class JobService:
                 )
         return [r for r in results if r is not None]
 
-    def _check(self, request: SubmitJob, now: int, prefix: str) -> None:
+    def check(self, request: SubmitJob, now: int, prefix: str) -> None:
         if request.queue not in self._queues:
             known = ", ".join(sorted(self._queues))
             raise InvalidInput(
@@ -100,7 +104,7 @@ class JobService:
         if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
 
-    def _new_job(self, request: SubmitJob, now: int, key: JobKey | None = None) -> Job:
+    def new_job(self, request: SubmitJob, now: int, key: JobKey | None = None) -> Job:
         if key is None:
             key = JobKey(
                 shard=self._rng.randrange(self._shard_count),
@@ -126,7 +130,7 @@ class JobService:
         defaults = self._retry_defaults.get(queue)
         return defaults.max_attempts if defaults else DEFAULT_MAX_ATTEMPTS
 
-    def _dispatch_direct(self, jobs: Sequence[Job]) -> list[Job]:
+    def dispatch_direct(self, jobs: Sequence[Job]) -> list[Job]:
         """Send due-soon jobs now, then mark them queued. Returns the jobs SQS refused.
 
         Send comes before the claim so a crash can never leave a job marked queued but unsent;
@@ -159,7 +163,7 @@ class JobService:
         if job is None:
             if first_may_be_running:
                 raise Conflict("a request with this idempotency_key is in progress; retry shortly")
-            job = self._new_job(request, now, key=key)
+            job = self.new_job(request, now, key=key)
             job.created_at_ms = earlier.created_at_ms
             if not self._store.put_if_absent(job):
                 job = self._store.get(key)
@@ -168,7 +172,7 @@ class JobService:
         if job.direct and job.status is Status.PENDING:
             if first_may_be_running:
                 raise Conflict("a request with this idempotency_key is in progress; retry shortly")
-            if self._dispatch_direct([job]):
+            if self.dispatch_direct([job]):
                 raise Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
         return Submitted(job, created=False)
 
@@ -219,20 +223,21 @@ class JobService:
         return job
 
     def cancel(self, job_id: str) -> Status:
-        """Cancel a pending, queued or failed job. A queued job's message may still reach its
-        consumer, whose status check skips it. Cancelling twice is harmless."""
+        """Cancel a pending, queued, failed or blocked job. A queued job's message may still
+        reach its consumer, whose status check skips it. Cancelling twice is harmless."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
-        cancelled, current = self._store.cancel(
+        _, current = self._store.cancel(
             key, now_ms=now, expires_at_s=now // 1000 + self._retention_s
         )
-        if cancelled:
-            return Status.CANCELLED
         if current is None:
             raise JobNotFound(job_id)
         if current.status is Status.CANCELLED:
+            if self._on_cancelled is not None:
+                self._on_cancelled(current)  # again on a repeat: it may not have finished
             return Status.CANCELLED
         raise Conflict(
-            f"job is {current.status}; only pending, queued or failed jobs can be cancelled",
+            f"job is {current.status}; only pending, queued, failed or blocked jobs can be"
+            " cancelled",
             status=current.status,
         )

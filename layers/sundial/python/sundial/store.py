@@ -6,6 +6,8 @@ Item kinds in the one table (pk, sk):
 - sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries never see it
 - shard count: ("meta", "shards"): the highest shard count ever deployed
 - idempotency: ("idem#<sha256(queue, key)>", "idem")
+A DAG node is a job item with DAG attributes (`dag`, `waiting_on`, `done_parents`, ...); the
+nodes of one DAG share a shard and a due time, so their keys are one contiguous range (ids.DagKey).
 """
 
 from __future__ import annotations
@@ -18,8 +20,17 @@ from typing import TYPE_CHECKING, Any, cast
 from botocore.exceptions import ClientError
 
 from sundial.errors import Unavailable
-from sundial.ids import JobKey, shard_pk
-from sundial.models import CANCELLABLE, AttemptError, Job, Priority, Status
+from sundial.ids import DagKey, JobKey, shard_pk
+from sundial.models import (
+    CANCELLABLE,
+    AttemptError,
+    DagLink,
+    Job,
+    OnFailure,
+    ParentResults,
+    Priority,
+    Status,
+)
 from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -84,7 +95,65 @@ def job_to_item(job: Job) -> Item:
         item["history"] = {"L": [{"M": _error_to_map(e)} for e in job.history]}
     if job.retry_of is not None:
         item["retry_of"] = _s(job.retry_of.job_id)
+    if job.dag is not None:
+        item |= _dag_to_item(job.dag)
     return item
+
+
+def _dag_to_item(dag: DagLink) -> Item:
+    item: Item = {
+        "dag": {
+            "M": {
+                "id": _s(dag.dag_id),
+                "name": _s(dag.dag_name),
+                "node": _s(dag.node),
+                "index": _n(dag.index),
+                "parents": {"L": [{"L": [_s(name), _n(i)]} for name, i in dag.parents]},
+                "children": {"L": [{"L": [_n(i), _n(n)]} for i, n in dag.children]},
+                "on_failure": _s(dag.on_failure),
+                "parent_results": _s(dag.parent_results),
+            }
+        },
+        "waiting_on": _n(dag.waiting_on),
+    }
+    # DynamoDB has no empty sets: an absent set is an empty one.
+    for name, numbers in (
+        ("done_parents", dag.done_parents),
+        ("failed_parents", dag.failed_parents),
+    ):
+        if numbers:
+            item[name] = {"NS": [str(i) for i in sorted(numbers)]}
+    for name, value in (("released_by", dag.released_by), ("released_at", dag.released_at_ms)):
+        if value is not None:
+            item[name] = _n(value)
+    if dag.results_json is not None:
+        item["parent_results"] = _s(dag.results_json)
+    if dag.held:
+        item["held"] = {"BOOL": True}
+    return item
+
+
+def _dag_from_item(item: Item) -> DagLink | None:
+    if "dag" not in item:
+        return None
+    dag = item["dag"]["M"]
+    return DagLink(
+        dag_id=dag["id"]["S"],
+        dag_name=dag["name"]["S"],
+        node=dag["node"]["S"],
+        index=int(dag["index"]["N"]),
+        parents=tuple((p["L"][0]["S"], int(p["L"][1]["N"])) for p in dag["parents"]["L"]),
+        children=tuple((int(c["L"][0]["N"]), int(c["L"][1]["N"])) for c in dag["children"]["L"]),
+        on_failure=OnFailure(dag["on_failure"]["S"]),
+        parent_results=ParentResults(dag["parent_results"]["S"]),
+        waiting_on=int(item.get("waiting_on", {"N": "0"})["N"]),
+        done_parents=frozenset(int(i) for i in item.get("done_parents", {}).get("NS", [])),
+        failed_parents=frozenset(int(i) for i in item.get("failed_parents", {}).get("NS", [])),
+        released_by=_opt_int(item, "released_by"),
+        released_at_ms=_opt_int(item, "released_at"),
+        results_json=item["parent_results"]["S"] if "parent_results" in item else None,
+        held=item.get("held", {}).get("BOOL", False),
+    )
 
 
 def _retry_to_map(policy: RetryPolicy) -> Item:
@@ -150,6 +219,7 @@ def item_to_job(item: Item) -> Job:
         history=[_error_from_map(e["M"]) for e in item.get("history", {}).get("L", [])],
         retry_of=JobKey.from_job_id(item["retry_of"]["S"]) if "retry_of" in item else None,
         retry_attempt=_opt_int(item, "retry_attempt"),
+        dag=_dag_from_item(item),
     )
 
 
@@ -288,12 +358,13 @@ class JobStore:
         return written
 
     def cancel(self, key: JobKey, *, now_ms: int, expires_at_s: int) -> tuple[bool, Job | None]:
-        """Cancel if pending, queued or failed. Returns (cancelled now, the job as it was if not).
+        """Cancel if pending, queued, failed or blocked. Returns (cancelled now, the job as
+        cancelled, or as it was if not).
 
         One conditional write and no read: a missing item fails the condition too, and comes back
         as (False, None).
         """
-        cancelled, old = self._write_if(
+        cancelled, item = self._write_if(
             "update",
             Key=_key(key),
             UpdateExpression="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires",
@@ -305,8 +376,9 @@ class JobStore:
                 ":expires": _n(expires_at_s),
                 **_CANCELLABLE_VALUES,
             },
+            ReturnValues="ALL_NEW",
         )
-        return cancelled, item_to_job(old) if old else None
+        return cancelled, item_to_job(item) if item else None
 
     # -- attempts (the consumer side) ------------------------------------------------------
 
@@ -491,6 +563,122 @@ class JobStore:
             if not last:
                 return
             request["ExclusiveStartKey"] = last
+
+    # -- DAG nodes --------------------------------------------------------------------------
+
+    def dag_nodes(self, dag: DagKey) -> list[Job]:
+        """Every node of a DAG that exists, in node order: one range query on its shard."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+            # A job that happens to share the range is not one of the DAG's nodes.
+            "FilterExpression": "#dag.#id = :dag",
+            "ExpressionAttributeNames": {"#dag": "dag", "#id": "id"},
+            "ExpressionAttributeValues": {
+                ":pk": _s(shard_pk(dag.shard)),
+                ":first": _s(dag.node_key(0).sk),
+                ":last": _s(dag.node_key(dag.node_count - 1).sk),
+                ":dag": _s(dag.dag_id),
+            },
+            "ConsistentRead": True,
+        }
+        nodes: list[Job] = []
+        while True:
+            page = self._db.query(**request)
+            nodes += [item_to_job(item) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return nodes
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def count_finished_parent(
+        self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int
+    ) -> tuple[bool, Job | None]:
+        """Count a blocked node's parent as finished, once: ADD -1 to its waiting_on, unless the
+        parent is already in done_parents. Returns (counted, the node after the write, or as it
+        was if not). Exactly one parent's write takes waiting_on to 0. The node's expiry moves
+        on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger)."""
+        counted, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "ADD waiting_on :minus_one, done_parents :parents"
+                + (", failed_parents :parents" if failed else "")
+                + " SET expires_at = :expires"
+            ),
+            ConditionExpression="#status = :blocked AND NOT contains(done_parents, :parent)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":minus_one": _n(-1),
+                ":parents": {"NS": [str(parent)]},
+                ":parent": _n(parent),
+                ":blocked": _s(Status.BLOCKED),
+                ":expires": _n(expires_at_s),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return counted, item_to_job(item) if item else None
+
+    def release_node(
+        self,
+        key: JobKey,
+        *,
+        token: str,
+        now_ms: int,
+        last_parent: int | None = None,
+        failed: bool = False,
+        released_by: int | None = None,
+        results_json: str | None = None,
+    ) -> tuple[bool, Job | None]:
+        """blocked -> queued, for a node all of whose parents have finished and whose DAG is not
+        paused. The caller sends it to SQS next (a crash in between is repaired by the parent's
+        redelivery, see sundial.dags). With `last_parent`, that parent is counted in the same
+        write (the node's only remaining parent): a one-parent node costs no extra write.
+        Returns (released, the node after the write, or as it was if not)."""
+        values: Item = {
+            ":blocked": _s(Status.BLOCKED),
+            ":queued": _s(Status.QUEUED),
+            ":token": _s(token),
+            ":now": _n(now_ms),
+            ":zero": _n(0),
+        }
+        sets = [
+            "#status = :queued",
+            "claim_token = :token",
+            "lease_until = :now",
+            "queued_at = :now",
+            "released_at = :now",
+        ]
+        adds: list[str] = []
+        condition = "#status = :blocked AND attribute_not_exists(held)"
+        if last_parent is None:
+            condition += " AND waiting_on = :zero"
+        else:
+            condition += " AND waiting_on = :one AND NOT contains(done_parents, :parent)"
+            sets.append("waiting_on = :zero")
+            adds.append("done_parents :parents" + (", failed_parents :parents" if failed else ""))
+            values |= {
+                ":one": _n(1),
+                ":parent": _n(last_parent),
+                ":parents": {"NS": [str(last_parent)]},
+            }
+        if released_by is not None:
+            sets.append("released_by = :by")
+            values[":by"] = _n(released_by)
+        if results_json is not None:
+            sets.append("parent_results = :results")
+            values[":results"] = _s(results_json)
+        released, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=f"SET {', '.join(sets)}"
+            + (f" ADD {', '.join(adds)}" if adds else "")
+            + " REMOVE expires_at",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        return released, item_to_job(item) if item else None
 
     # -- sweep cursors ----------------------------------------------------------------------
 

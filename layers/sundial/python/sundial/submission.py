@@ -39,6 +39,18 @@ def parse_rfc3339(value: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def json_size(value: JsonValue) -> int:
+    """Bytes of `value` as compact UTF-8 JSON, as it is stored and sent."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def check_payload_size(value: JsonValue) -> JsonValue:
+    size = json_size(value)
+    if size > MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+    return value
+
+
 class SubmitJob(BaseModel):
     """One job to schedule. Give exactly one of run_at or delay_seconds."""
 
@@ -81,10 +93,7 @@ class SubmitJob(BaseModel):
     @field_validator("payload")
     @classmethod
     def _payload_fits(cls, value: JsonValue) -> JsonValue:
-        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-        return value
+        return check_payload_size(value)
 
     @model_validator(mode="after")
     def _one_time(self) -> Self:

@@ -17,6 +17,7 @@ import boto3
 from botocore.config import Config
 
 from sundial.clock import Clock, SystemClock
+from sundial.dags import DagProgress, DagService
 from sundial.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
 from sundial.fanout import LambdaLauncher, Launch
 from sundial.history import HistoryRecorder, HistorySettings, HistoryWriter
@@ -73,6 +74,22 @@ class Dependencies:
             retry_defaults=self.settings.retry_defaults,
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
+            on_cancelled=self.dag_progress.node_stopped,
+        )
+
+    @cached_property
+    def dag_progress(self) -> DagProgress:
+        return self.attempts.dags
+
+    @cached_property
+    def dags(self) -> DagService:
+        return DagService(
+            store=self.store,
+            jobs=self.jobs,
+            progress=self.dag_progress,
+            clock=self.clock,
+            shard_count=self.settings.shard_count,
+            retention_days=self.settings.retention_days,
         )
 
     @cached_property
@@ -95,6 +112,7 @@ class Dependencies:
             clock=self.clock,
             dead_letter_urls=self.settings.dead_letter_urls,
             retention_days=self.settings.retention_days,
+            on_redriven=self.dag_progress.node_stopped,
         )
 
     @cached_property

@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from sundial.api.models import ErrorBody, FieldError
 from sundial.errors import (
     Conflict,
+    DagNotFound,
     InvalidInput,
     JobNotFound,
     QueueNotFound,
@@ -27,6 +28,7 @@ _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     InvalidInput: HTTPStatus.BAD_REQUEST,
     JobNotFound: HTTPStatus.NOT_FOUND,
     QueueNotFound: HTTPStatus.NOT_FOUND,
+    DagNotFound: HTTPStatus.NOT_FOUND,
     Conflict: HTTPStatus.CONFLICT,
     Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
 }

@@ -71,6 +71,8 @@ class JobDetail(JobSummary):
     history: list[AttemptErrorView] = Field(
         default_factory=list, description="Every failed attempt, oldest first"
     )
+    dag_id: str | None = Field(default=None, description="For a DAG node: GET /dags/{id}")
+    dag_node: str | None = Field(default=None, description="For a DAG node: its name")
 
     @classmethod
     def of(cls, job: Job) -> JobDetail:
@@ -88,6 +90,8 @@ class JobDetail(JobSummary):
             result=json.loads(job.result_json) if job.result_json is not None else None,
             last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,
             history=[AttemptErrorView.of(error) for error in job.history],
+            dag_id=job.dag.dag_id if job.dag else None,
+            dag_node=job.dag.node if job.dag else None,
         )
 
 

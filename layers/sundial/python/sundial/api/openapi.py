@@ -6,13 +6,16 @@ import json
 from typing import Any
 
 from sundial.api.app import API_TITLE, API_VERSION, build_resolver
+from sundial.api.dags import dags_router
 from sundial.api.dead_letter_routes import dead_letters_router
 from sundial.api.routes import jobs_router, submit_router
 from sundial.api.worker_routes import workers_router
 
 
 def openapi_json() -> str:
-    resolver = build_resolver(submit_router, jobs_router, dead_letters_router, workers_router)
+    resolver = build_resolver(
+        submit_router, jobs_router, dead_letters_router, workers_router, dags_router
+    )
     document: dict[str, Any] = json.loads(
         resolver.get_openapi_json_schema(
             title=API_TITLE,

@@ -11,7 +11,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from sundial.dags import dag_status
 from sundial.local.runtime import LocalRuntime
+from sundial.models import Status
 
 
 def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:
@@ -40,28 +42,56 @@ def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:
     return Panel("\n".join(lines), title="Sundial is running locally", expand=False)
 
 
-def job_counts(runtime: LocalRuntime, dynamodb: Any) -> dict[str, Counter[str]]:
-    """Jobs per queue and status, read from the table (a scan: fine for a local emulator)."""
-    counts: dict[str, Counter[str]] = defaultdict(Counter)
-    request: dict[str, Any] = {
-        "TableName": runtime.table_name(),
-        "ProjectionExpression": "pk, queue, #s",
-        "ExpressionAttributeNames": {"#s": "status"},
-    }
-    while True:
-        page = dynamodb.scan(**request)
-        for item in page.get("Items", []):
-            if item["pk"]["S"].startswith("shard#") and "queue" in item:
-                counts[item["queue"]["S"]][item["status"]["S"]] += 1
-        if "LastEvaluatedKey" not in page:
-            return counts
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+class TableCounts:
+    """Jobs per queue and status, and DAG nodes per DAG and status, read from the table (a
+    scan: fine for a local emulator)."""
+
+    def __init__(self, runtime: LocalRuntime, dynamodb: Any) -> None:
+        self.jobs: dict[str, Counter[str]] = defaultdict(Counter)
+        self.dags: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        request: dict[str, Any] = {
+            "TableName": runtime.table_name(),
+            "ProjectionExpression": "pk, queue, #s, #d.#i, #d.#n, retry_of",
+            "ExpressionAttributeNames": {"#s": "status", "#d": "dag", "#i": "id", "#n": "name"},
+        }
+        while True:
+            page = dynamodb.scan(**request)
+            for item in page.get("Items", []):
+                if not (item["pk"]["S"].startswith("shard#") and "queue" in item):
+                    continue
+                self.jobs[item["queue"]["S"]][item["status"]["S"]] += 1
+                if "dag" in item and "retry_of" not in item:  # a node, not a retry timer
+                    dag = item["dag"]["M"]
+                    self.dags[(dag["name"]["S"], dag["id"]["S"])][item["status"]["S"]] += 1
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def status_table(runtime: LocalRuntime, dynamodb: Any, sqs: Any) -> Table:
-    counts = job_counts(runtime, dynamodb)
+def dag_table(counts: TableCounts) -> Table:
+    table = Table(title="DAGs", title_justify="left")
+    for column in ("name", "id", "status", "nodes"):
+        table.add_column(column)
+    for (name, dag_id), by_status in sorted(counts.dags.items()):
+        status = dag_status([Status(s) for s in by_status])
+        nodes = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
+        table.add_row(name, dag_id, str(status), nodes)
+    return table
+
+
+def status_table(runtime: LocalRuntime, table_counts: TableCounts, sqs: Any) -> Table:
+    counts = table_counts.jobs
     table = Table(title="jobs by queue", title_justify="left")
-    statuses = ("pending", "queued", "running", "succeeded", "failed", "dead", "cancelled")
+    statuses = (
+        "blocked",
+        "pending",
+        "queued",
+        "running",
+        "succeeded",
+        "failed",
+        "dead",
+        "cancelled",
+    )
     columns = ("queue", *statuses, "SQS: delayed", "ready", "in flight", "consumed")
     for column in columns:
         table.add_column(column, justify="left" if column == "queue" else "right")
@@ -84,7 +114,11 @@ def live_group(runtime: LocalRuntime, dynamodb: Any, sqs: Any, header: Panel) ->
     note = Text(
         "consumed = handled by the queue's consumer Lambda (event source mapping)", style="dim"
     )
-    return Group(header, status_table(runtime, dynamodb, sqs), note)
+    counts = TableCounts(runtime, dynamodb)
+    parts: list[Any] = [header, status_table(runtime, counts, sqs), note]
+    if counts.dags:
+        parts.append(dag_table(counts))
+    return Group(*parts)
 
 
 __all__ = ["Console", "banner", "live_group"]
