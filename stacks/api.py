@@ -132,6 +132,12 @@ class JobsApi(Construct):
             methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
             integration=dags_integration,
         )
+        for action in ("pause", "resume"):
+            self.http_api.add_routes(
+                path=f"/dags/{{dag_id}}/{action}",
+                methods=[apigwv2.HttpMethod.POST],
+                integration=dags_integration,
+            )
 
     @property
     def url(self) -> str:

@@ -187,7 +187,9 @@ class JobFunctions(Construct):
 
         submit = function("submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10))
         jobs = function("jobs", "GET and DELETE /jobs/{job_id}", Duration.seconds(10))
-        dags = function("dags", "POST /dags, GET and DELETE /dags/{dag_id}", Duration.seconds(10))
+        dags = function(
+            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
+        )
         sweeper = function(
             "sweeper", "Claims due jobs of a shard group, sends them to SQS", Duration.seconds(60)
         )

@@ -208,3 +208,37 @@ def test_unknown_dag_is_404_and_malformed_id_is_400(deps: Dependencies) -> None:
         status, error = _call(method, "/dags/garbage")
         assert status == 400 and error["errors"][0]["field"] == "dag_id"
     assert _item_count(deps) == 0
+
+
+def _post(path: str) -> tuple[int, Any]:
+    action = path.rsplit("/", 1)[1]
+    event = http_api_event("POST", path, route=f"/dags/{{dag_id}}/{action}")
+    response = dags_lambda.handler(event, FakeLambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def test_pause_and_resume_a_dag(deps: Dependencies) -> None:
+    _, created = _call("POST", "/dags", {**DAILY_REPORT, "delay_seconds": 3600})
+    # When it is paused
+    status, paused = _post(f"/dags/{created['id']}/pause")
+    # Then every unreleased node is held
+    assert (status, paused["status"]) == (200, "paused")
+    assert all(node["paused"] for node in paused["nodes"].values())
+    # And resume lets it run: its root, due in an hour, is the sweeper's again
+    status, resumed = _post(f"/dags/{created['id']}/resume")
+    assert (status, resumed["status"]) == (200, "running")
+    assert resumed["nodes"]["extract"]["status"] == "pending"
+    assert not any(node["paused"] for node in resumed["nodes"].values())
+    # And a cancelled (finished) DAG cannot be paused
+    _call("DELETE", f"/dags/{created['id']}")
+    status, error = _post(f"/dags/{created['id']}/pause")
+    assert status == 409 and "cancelled" in error["message"]
+
+
+def test_pause_and_resume_of_unknown_or_malformed_ids(deps: Dependencies) -> None:
+    unknown = DagKey.new(shard=2, due_ms=1_800_000_000_000, node_count=4, now_ms=0).dag_id
+    for action in ("pause", "resume"):
+        assert _post(f"/dags/{unknown}/{action}")[0] == 404
+        status, error = _post(f"/dags/garbage/{action}")
+        assert status == 400 and error["errors"][0]["field"] == "dag_id"
+    assert _item_count(deps) == 0

@@ -27,6 +27,8 @@ ROUTES = {
     "POST /dags": "dags",
     "GET /dags/{dag_id}": "dags",
     "DELETE /dags/{dag_id}": "dags",
+    "POST /dags/{dag_id}/pause": "dags",
+    "POST /dags/{dag_id}/resume": "dags",
 }
 
 

@@ -16,7 +16,7 @@ from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
 from sundial.dags import DagStatus, DagView, SubmitDag
 from sundial.envelope import Envelope
-from sundial.errors import DagNotFound, InvalidInput
+from sundial.errors import Conflict, DagNotFound, InvalidInput
 from sundial.ids import DagKey
 from sundial.models import Status
 from sundial.wiring import Dependencies, configure
@@ -83,6 +83,17 @@ class DagRunner:
                     self.harness.poll(queue)
                 if len(self.harness.calls) == before:
                     return
+
+    def deliver_one(self, queue: str) -> None:
+        """Receive one message of `queue`, run it, and delete it."""
+        url = self.deps.settings.queue_urls[queue]
+        [message] = self.harness.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)[
+            "Messages"
+        ]
+        event = sqs_event([message], f"arn:aws:sqs:us-east-1:123456789012:{queue}")
+        result = self.harness.consumer.lambda_handler(event, FakeLambdaContext())
+        assert result["batchItemFailures"] == []
+        self.harness.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def get(self, view: DagView) -> DagView:
         return self.deps.dags.get(view.id)
@@ -589,3 +600,82 @@ def test_a_node_redriven_to_the_dlq_is_dead_and_its_descendants_are_cancelled(
         "c": Status.SUCCEEDED,
     }
     assert runner.ran == ["c"]
+
+
+def test_pause_holds_every_unreleased_node_and_resume_releases_what_became_ready(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    runner = DagRunner(deps, clock)
+    view = runner.submit(DAILY_REPORT)
+    # Given the DAG is paused while its root is already queued
+    paused = runner.deps.dags.pause(view.id)
+    assert paused.status is DagStatus.PAUSED
+    assert runner.deps.dags.pause(view.id).status is DagStatus.PAUSED  # again: harmless
+    # When the consumers run what is in SQS
+    runner.run_until_idle()
+    # Then the released root ran and was counted, but its child was not released
+    assert runner.ran == ["extract"]
+    transform = runner.get(view).nodes[1]
+    assert transform.dag is not None
+    assert (transform.status, transform.dag.waiting_on) == (Status.BLOCKED, 0)
+    assert runner.get(view).status is DagStatus.PAUSED
+    # When it resumes, and is paused again while two nodes are queued
+    assert runner.deps.dags.resume(view.id).status is DagStatus.RUNNING
+    runner.deliver_one("default")  # transform runs, releasing both loads
+    runner.deps.dags.pause(view.id)
+    runner.run_until_idle()
+    # Then the two loads ran (released before the pause), and notify waits, counted to 0
+    assert runner.ran == ["extract", "transform", "load_warehouse", "load_cache"]
+    notify = runner.get(view).nodes[4]
+    assert notify.dag is not None
+    assert (notify.status, notify.dag.waiting_on, notify.dag.held) == (Status.BLOCKED, 0, True)
+    # And a resume releases it: the DAG finishes with each node run once
+    runner.deps.dags.resume(view.id)
+    runner.deps.dags.resume(view.id)  # again: harmless
+    runner.run_until_idle()
+    assert runner.ran == ["extract", "transform", "load_warehouse", "load_cache", "notify"]
+    assert runner.get(view).status is DagStatus.SUCCEEDED
+    # And a finished DAG cannot be paused
+    with pytest.raises(Conflict):
+        runner.deps.dags.pause(view.id)
+
+
+def test_a_paused_dag_due_later_does_not_start_until_resumed(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    runner = DagRunner(deps, clock)
+    # Given a DAG due in an hour, paused
+    view = runner.submit({**DAILY_REPORT, "delay_seconds": 3600})
+    runner.deps.dags.pause(view.id)
+    # When the sweeps run past its due time
+    for _ in range(70):
+        runner.harness.sweeper.sweep(ALL_SHARDS)
+        clock.advance(seconds=60)
+    runner.run_until_idle()
+    # Then its root was not dispatched
+    assert runner.ran == []
+    assert _statuses(runner.get(view))["extract"] is Status.PENDING
+    # When it resumes, the overdue root is sent at once and the DAG runs
+    resumed = runner.deps.dags.resume(view.id)
+    assert _statuses(resumed)["extract"] is Status.QUEUED
+    runner.run_until_idle()
+    assert runner.get(view).status is DagStatus.SUCCEEDED
+    assert runner.ran[0] == "extract"
+
+
+def test_a_paused_root_due_later_than_the_direct_window_is_left_to_the_sweeper(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    runner = DagRunner(deps, clock)
+    view = runner.submit({**DAILY_REPORT, "delay_seconds": 7200})
+    runner.deps.dags.pause(view.id)
+    # When it resumes long before its time
+    resumed = runner.deps.dags.resume(view.id)
+    root = resumed.nodes[0]
+    assert (root.status, root.direct) == (Status.PENDING, False)
+    # Then the sweeper dispatches it at its time, as any job
+    for _ in range(120):
+        runner.harness.sweeper.sweep(ALL_SHARDS)
+        clock.advance(seconds=60)
+    runner.run_until_idle()
+    assert runner.get(view).status is DagStatus.SUCCEEDED

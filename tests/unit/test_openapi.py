@@ -33,6 +33,8 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/dags", "post"),
         ("/dags/{dag_id}", "get"),
         ("/dags/{dag_id}", "delete"),
+        ("/dags/{dag_id}/pause", "post"),
+        ("/dags/{dag_id}/resume", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

@@ -45,7 +45,7 @@ from ulid import ULID
 
 from sundial.clock import Clock
 from sundial.dag_graph import check_graph, children_of
-from sundial.errors import DagNotFound, InvalidInput, Unavailable
+from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey, JobKey
 from sundial.models import (
     CANCELLABLE,
@@ -69,6 +69,7 @@ from sundial.submission import (
     json_size,
     parse_rfc3339,
 )
+from sundial.timing import DIRECT_WINDOW_MS
 
 # Why 100: a node's success makes one conditional write per child, inside the consumer's
 # Lambda (a fan-out to 99 children is ~100 writes and one SQS batch per 10, well inside a
@@ -510,3 +511,49 @@ class DagService:
                     node.key, now_ms=now, expires_at_s=now // 1000 + self._retention_s
                 )
         return self.get(dag_id)
+
+    def pause(self, dag_id: str) -> DagView:
+        """Hold every node not yet released (blocked, or a root still pending): no node is
+        released until the DAG resumes. Released nodes run on, and their successes are
+        counted; nothing is lost. Pausing twice is harmless; a finished DAG is a 409."""
+        view = self.get(dag_id)
+        if view.status not in (DagStatus.RUNNING, DagStatus.PAUSED):
+            raise Conflict(f"DAG is {view.status}; only a running DAG can be paused")
+        for node in view.nodes:
+            if node.status in (Status.BLOCKED, Status.PENDING) and not _held(node):
+                self._store.hold_node(node.key)
+        return self.get(dag_id)
+
+    def resume(self, dag_id: str) -> DagView:
+        """Release what became ready while the DAG was paused, and dispatch its roots that are
+        due. Also a repair: a node whose release or send was cut short is sent now. Resuming a
+        DAG that is not paused does exactly that repair, and is otherwise harmless."""
+        view = self.get(dag_id)
+        now = self._clock.now_ms()
+        ready: list[Job] = []
+        roots: list[Job] = []
+        for node in view.nodes:
+            current = self._unhold(node, now) if _held(node) else node
+            if current is None:
+                continue
+            if current.status is Status.PENDING and current.direct:
+                roots.append(current)
+            elif current.status is Status.BLOCKED:
+                released = self._progress.release_ready(current)
+                if released is not None:
+                    ready.append(released)
+        self._progress.send(ready)
+        if self._jobs.dispatch_direct(roots):
+            raise Unavailable(f"DAG {dag_id}: a root could not be handed to SQS; retry")
+        return self.get(dag_id)
+
+    def _unhold(self, node: Job, now: int) -> Job | None:
+        """The node after lifting its hold (None if another resume lifted it first). A pending
+        root due within the direct window becomes the resume's to send."""
+        near = node.status is Status.PENDING and node.due_ms <= now + DIRECT_WINDOW_MS
+        unheld, after = self._store.unhold_node(node.key, make_direct=near)
+        return after if unheld else None
+
+
+def _held(node: Job) -> bool:
+    return node.dag is not None and node.dag.held

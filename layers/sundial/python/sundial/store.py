@@ -315,9 +315,10 @@ class JobStore:
         """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
         claim by `from_token` has expired (its claimer crashed before confirming the send).
         The claim clears the item's expiry (set only on direct jobs until they are claimed)
-        unless `keep_expiry` (retry timers, which expire once their retention ends)."""
+        unless `keep_expiry` (retry timers, which expire once their retention ends). A root of
+        a paused DAG (`held`) is not claimed: resuming the DAG dispatches it."""
         if from_token is None:
-            condition = "#status = :pending"
+            condition = "#status = :pending AND attribute_not_exists(held)"
             values: Item = {":pending": _s(Status.PENDING)}
         else:
             condition = "#status = :queued AND claim_token = :old AND lease_until < :now"
@@ -679,6 +680,37 @@ class JobStore:
             ReturnValues="ALL_NEW",
         )
         return released, item_to_job(item) if item else None
+
+    def hold_node(self, key: JobKey) -> tuple[bool, Job | None]:
+        """Pause a DAG node that is not yet released: blocked, or a pending root. Returns
+        (held now, the node after the write or as it was)."""
+        held, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET held = :true",
+            ConditionExpression="#status IN (:blocked, :pending)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":blocked": _s(Status.BLOCKED),
+                ":pending": _s(Status.PENDING),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return held, item_to_job(item) if item else None
+
+    def unhold_node(self, key: JobKey, *, make_direct: bool) -> tuple[bool, Job | None]:
+        """Resume a held DAG node. `make_direct`: a pending root that is due by now (or soon),
+        which the caller then sends itself; marking it direct keeps sweepers off it."""
+        unheld, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=("SET direct = :true " if make_direct else "") + "REMOVE held",
+            ConditionExpression="attribute_exists(held)",
+            **({"ExpressionAttributeValues": {":true": {"BOOL": True}}} if make_direct else {}),
+            ReturnValues="ALL_NEW",
+        )
+        return unheld, item_to_job(item) if item else None
 
     # -- sweep cursors ----------------------------------------------------------------------
 

@@ -135,6 +135,8 @@ class _ShardSweep:
         now = self._clock.now_ms()
         if job.direct:
             return  # the submit path owns it
+        if job.dag is not None and job.dag.held:
+            return  # a root of a paused DAG: resuming the DAG dispatches it
         if job.status is Status.PENDING:
             self._claim(job, now, from_token=None)
         elif job.status is Status.QUEUED and job.claim_token != self._token:

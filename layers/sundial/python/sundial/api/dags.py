@@ -42,6 +42,7 @@ class DagNodeView(BaseModel):
     started_at: str | None = Field(default=None, description="Start of the latest attempt")
     finished_at: str | None = None
     cancelled_at: str | None = None
+    paused: bool = Field(default=False, description="Held by POST /dags/{id}/pause")
     last_error: AttemptErrorView | None = None
 
     @classmethod
@@ -59,6 +60,7 @@ class DagNodeView(BaseModel):
             started_at=_time(job.started_at_ms),
             finished_at=_time(job.finished_at_ms),
             cancelled_at=_time(job.cancelled_at_ms),
+            paused=job.dag.held,
             last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,
         )
 
@@ -140,4 +142,44 @@ def get_dag(dag_id: DagId) -> DagDetail:
 def cancel_dag(dag_id: DagId) -> DagDetail:
     view = dependencies().dags.cancel(dag_id)
     metrics.add_metric(name="DagsCancelled", unit=MetricUnit.Count, value=1)
+    return DagDetail.of(view)
+
+
+@dags_router.post(
+    "/dags/<dag_id>/pause",
+    summary="Pause a DAG",
+    description="No node is released until the DAG resumes: blocked nodes stay blocked even "
+    "when their parents finish, and roots not yet sent wait. Nodes already released run on, "
+    "and their successes are counted. Repeating it is harmless.",
+    tags=["dags"],
+    responses={
+        200: _documented(DagDetail, "The DAG, paused"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _documented(ErrorBody, "The DAG has finished"),
+    },
+)
+def pause_dag(dag_id: DagId) -> DagDetail:
+    view = dependencies().dags.pause(dag_id)
+    metrics.add_metric(name="DagsPaused", unit=MetricUnit.Count, value=1)
+    return DagDetail.of(view)
+
+
+@dags_router.post(
+    "/dags/<dag_id>/resume",
+    summary="Resume a DAG",
+    description="Releases the nodes whose parents finished while it was paused and sends "
+    "its roots that are due. Repeating it is harmless (it also re-sends a node whose "
+    "release was cut short by a failure).",
+    tags=["dags"],
+    responses={
+        200: _documented(DagDetail, "The DAG, running again"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        503: _documented(ErrorBody, "AWS was unavailable; repeat the resume"),
+    },
+)
+def resume_dag(dag_id: DagId) -> DagDetail:
+    view = dependencies().dags.resume(dag_id)
+    metrics.add_metric(name="DagsResumed", unit=MetricUnit.Count, value=1)
     return DagDetail.of(view)
