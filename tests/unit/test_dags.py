@@ -11,12 +11,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
 from sundial.dags import DagStatus, DagView, SubmitDag
 from sundial.envelope import Envelope
-from sundial.errors import Conflict, DagNotFound, InvalidInput
+from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey
 from sundial.models import Status
 from sundial.wiring import Dependencies, configure
@@ -678,4 +679,35 @@ def test_a_paused_root_due_later_than_the_direct_window_is_left_to_the_sweeper(
         runner.harness.sweeper.sweep(ALL_SHARDS)
         clock.advance(seconds=60)
     runner.run_until_idle()
+    assert runner.get(view).status is DagStatus.SUCCEEDED
+
+
+def test_a_repeated_success_report_finishes_a_release_cut_short(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    runner = DagRunner(deps, clock)
+    view = runner.submit(
+        {
+            "name": "chain",
+            "nodes": {"a": {"queue": "default"}, "b": {"queue": "email", "depends_on": ["a"]}},
+        }
+    )
+    attempts = runner.harness.consumer.attempts
+    sqs = runner.harness.sqs
+
+    def throttle(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "RequestThrottled"}}, "SendMessageBatch")
+
+    # Given a's success is recorded (as a worker's ack does) while SQS refuses b's message
+    a = runner.get(view).nodes[0]
+    sqs.meta.events.register("before-call.sqs.SendMessageBatch", throttle)
+    with pytest.raises(Unavailable):
+        attempts.succeed(a, 1, started_ms=clock.now_ms(), result="ok")
+    sqs.meta.events.unregister("before-call.sqs.SendMessageBatch", throttle)
+    assert [n.status for n in runner.get(view).nodes] == [Status.SUCCEEDED, Status.QUEUED]
+    # When the success is reported again (the worker retries its ack)
+    assert not attempts.succeed(a, 1, started_ms=clock.now_ms(), result="ok")
+    # Then b is sent after all, and runs
+    runner.run_until_idle()
+    assert runner.ran == ["b"]
     assert runner.get(view).status is DagStatus.SUCCEEDED

@@ -152,6 +152,9 @@ class Attempts:
                 self.dags.node_succeeded(job, result_json if result is not None else None)
         else:
             logger.warning("job ran but its status had moved on", extra=_ids(job, attempt, current))
+            if current is not None and current.status is Status.SUCCEEDED and current.dag:
+                # A repeated report (a worker's retried ack): finish a release cut short.
+                self.dags.node_succeeded(current, current.result_json)
         return written
 
     def fail(
@@ -187,6 +190,8 @@ class Attempts:
         )
         if not written:
             logger.warning("attempt failed; status had moved on", extra=_ids(job, attempt, current))
+            if current is not None and current.status is Status.DEAD:
+                self.dags.node_stopped(current)  # a repeated report: finish the DAG's reaction
             return None
         if next_at is not None:
             logger.warning("attempt failed; retry scheduled", extra=_failure(job, error, next_at))
