@@ -30,6 +30,11 @@ from tests.support import (
     sqs_event,
 )
 
+# A root and its child, on another queue
+CHAIN: dict[str, Any] = {
+    "name": "chain",
+    "nodes": {"a": {"queue": "default"}, "b": {"queue": "email", "depends_on": ["a"]}},
+}
 # Two roots and a child of both
 PAIR: dict[str, Any] = {
     "name": "pair",
@@ -399,12 +404,7 @@ def test_a_runner_that_dies_before_sending_the_released_child_is_repaired_by_red
     deps: Dependencies, clock: ManualClock
 ) -> None:
     runner = DagRunner(deps, clock)
-    view = runner.submit(
-        {
-            "name": "chain",
-            "nodes": {"a": {"queue": "default"}, "b": {"queue": "email", "depends_on": ["a"]}},
-        }
-    )
+    view = runner.submit(CHAIN)
     sqs = runner.harness.sqs
 
     def die(**_: Any) -> None:
@@ -686,12 +686,7 @@ def test_a_repeated_success_report_finishes_a_release_cut_short(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     runner = DagRunner(deps, clock)
-    view = runner.submit(
-        {
-            "name": "chain",
-            "nodes": {"a": {"queue": "default"}, "b": {"queue": "email", "depends_on": ["a"]}},
-        }
-    )
+    view = runner.submit(CHAIN)
     attempts = runner.harness.consumer.attempts
     sqs = runner.harness.sqs
 
