@@ -20,11 +20,13 @@ from sundial.envelope import Envelope
 from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey
 from sundial.models import Status
+from sundial.store import job_to_item
 from sundial.wiring import Dependencies, configure
 from tests.harness import ALL_SHARDS, Harness
 from tests.support import (
     DAILY_REPORT,
     FakeLambdaContext,
+    item_size,
     load_handler,
     serialize_dynamodb,
     sqs_event,
@@ -157,7 +159,7 @@ def test_write_units_per_dag_node(deps: Dependencies, clock: ManualClock) -> Non
     """The closing note's number: DynamoDB writes for a DAG node, submit → release → success.
     Items here are under 1 KB, so each write request is one write unit."""
     runner = DagRunner(deps, clock)
-    runner.submit(DAILY_REPORT)
+    view = runner.submit(DAILY_REPORT)
     runner.run_until_idle()
     writes = runner.harness.meter.requests
     total = runner.harness.meter.job_writes()
@@ -167,6 +169,10 @@ def test_write_units_per_dag_node(deps: Dependencies, clock: ManualClock) -> Non
     # released in one write, so they cost what an ordinary job costs: 3.
     assert writes == Counter({"put": 5, "claim": 5, "other": 7})
     assert total == 17
+    # And every node stays under 1 KB (items only grow here), so each write is one unit
+    sizes = [item_size(job_to_item(node)) for node in runner.get(view).nodes]
+    print(f"node item sizes: {sizes} bytes")
+    assert max(sizes) < 1024
 
 
 def test_a_50_parent_fan_in_is_released_exactly_once_when_all_finish_at_once(
@@ -221,7 +227,18 @@ def test_a_50_parent_fan_in_is_released_exactly_once_when_all_finish_at_once(
     assert runner.ran.count("join") == 1
     assert runner.get(view).status is DagStatus.SUCCEEDED
     total = runner.harness.meter.job_writes()
-    print(f"\n50-parent fan-in: {total} writes for 51 nodes ({total / 51:.2f} per node)")
+    # Write units: each root's 3 writes are on an item under 1 KB; the join's 53 (put, 50
+    # counts, release, success) are on an item that grows with its parent list and count set
+    stored = runner.get(view).nodes
+    root_kb = max(-(-item_size(job_to_item(n)) // 1024) for n in stored[:50])
+    join_size = item_size(job_to_item(stored[50]))
+    units = 50 * 3 * root_kb + 53 * -(-join_size // 1024)
+    print(
+        f"\n50-parent fan-in: {total} writes for 51 nodes ({total / 51:.2f} per node);"
+        f" join item {join_size} bytes, so at most {units} write units ({units / 51:.2f} per node)"
+    )
+    assert total == 50 * 3 + 53
+    assert units == total  # the join stays under 1 KB: one unit per write
 
 
 def test_a_duplicate_success_delivery_counts_the_parent_once(
@@ -389,7 +406,7 @@ def test_inline_parent_results_fill_a_16_kib_budget_then_go_by_reference(
     merge = runner.seen["merge"].dag
     assert merge is not None
     parents = merge.parents
-    # Then results are inlined in depends_on order while they fit; the rest by job id only
+    # Then results are inlined in node order while they fit; the rest by job id only
     assert (parents["small"].inlined, parents["small"].result) == (True, {"rows": 3})
     assert (parents["big1"].inlined, parents["big1"].result) == (True, big)
     assert (parents["big2"].inlined, parents["big2"].result) == (False, None)

@@ -477,7 +477,10 @@ class DagService:
                 dag_name=request.name,
                 node=name,
                 index=i,
-                parents=tuple((parent, index[parent]) for parent in spec.depends_on),
+                parents=tuple(
+                    (parent, index[parent])
+                    for parent in sorted(spec.depends_on, key=index.__getitem__)
+                ),
                 children=tuple(
                     (index[child], len(request.nodes[child].depends_on)) for child in children[name]
                 ),

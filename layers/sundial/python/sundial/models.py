@@ -64,7 +64,7 @@ class DagLink:
     dag_name: str
     node: str
     index: int
-    parents: tuple[tuple[str, int], ...] = ()  # (name, node index), in depends_on order
+    parents: tuple[tuple[str, int], ...] = ()  # (name, node index), in node order
     children: tuple[tuple[int, int], ...] = ()  # (node index, how many parents it has)
     on_failure: OnFailure = OnFailure.CANCEL_DESCENDANTS
     parent_results: ParentResults = ParentResults.REFERENCE
@@ -75,10 +75,6 @@ class DagLink:
     released_at_ms: int | None = None
     results_json: str | None = None  # INLINE: {parent name: result}, written on release
     held: bool = False  # its DAG is paused: not released until resumed
-
-    @property
-    def parent_indexes(self) -> tuple[int, ...]:
-        return tuple(index for _, index in self.parents)
 
 
 @dataclass(slots=True)
