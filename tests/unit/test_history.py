@@ -12,11 +12,12 @@ import boto3
 import pytest
 
 from sundial.clock import ManualClock
+from sundial.dags import SubmitDag
 from sundial.history import HistoryEvent
 from sundial.submission import SubmitJob
 from sundial.wiring import Dependencies, history_recorder
 from tests.harness import ALL_SHARDS, Harness
-from tests.support import TABLE, FakeLambdaContext, StreamReader, create_table
+from tests.support import DAILY_REPORT, TABLE, FakeLambdaContext, StreamReader, create_table
 
 BUCKET = "sundial-history-raw"
 PREFIX = "history"
@@ -270,3 +271,27 @@ def test_an_s3_failure_fails_the_invocation(
     # When the batch is handled, the invocation fails as a whole (Lambda retries, bisecting)
     with pytest.raises(Exception, match="NoSuchBucket"):
         recorder.handle(event, FakeLambdaContext())
+
+
+def test_a_dags_nodes_are_recorded_with_their_dag_id(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given the card's daily_report DAG, run to the end by a consumer
+    harness = Harness(deps, clock, lambda job: {"ok": True})
+    dag = deps.dags.submit(SubmitDag.model_validate(DAILY_REPORT))
+    for _ in range(4):
+        harness.poll("default")
+        harness.poll("email")
+    # When the stream's records reach the history Lambda
+    assert record(stream.next_event()) == {"batchItemFailures": []}
+    # Then every node's changes carry the DAG's id, blocked nodes included
+    events = all_events()
+    assert {e.job_id for e in events} == {node.id for node in dag.nodes}
+    assert {e.dag_id for e in events} == {dag.id}
+    notify = [e for e in events if e.job_id == dag.nodes[4].id]
+    # (all at one instant of the manual clock, so compared as a set)
+    assert set(transitions(notify)) == {
+        (None, "blocked", 0),
+        ("blocked", "queued", 0),
+        ("queued", "succeeded", 1),
+    }

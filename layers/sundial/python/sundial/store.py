@@ -6,8 +6,9 @@ Item kinds in the one table (pk, sk):
 - sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries never see it
 - shard count: ("meta", "shards"): the highest shard count ever deployed
 - idempotency: ("idem#<sha256(queue, key)>", "idem")
-A DAG node is a job item with DAG attributes (`dag`, `waiting_on`, `done_parents`, ...); the
-nodes of one DAG share a shard and a due time, so their keys are one contiguous range (ids.DagKey).
+A DAG node is a job item with DAG attributes (`dag_id`, `dag`, `waiting_on`, `done_parents`,
+...); the nodes of one DAG share a shard and a due time, so their keys are one contiguous
+range (ids.DagKey).
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def job_to_item(job: Job) -> Item:
 
 def _dag_to_item(dag: DagLink) -> Item:
     item: Item = {
+        # Top level, as the job history reads it (sundial.history); the rest in one map.
+        "dag_id": _s(dag.dag_id),
         "dag": {
             "M": {
-                "id": _s(dag.dag_id),
                 "name": _s(dag.dag_name),
                 "node": _s(dag.node),
                 "index": _n(dag.index),
@@ -144,7 +146,7 @@ def _dag_from_item(item: Item) -> DagLink | None:
         return None
     dag = item["dag"]["M"]
     return DagLink(
-        dag_id=dag["id"]["S"],
+        dag_id=item["dag_id"]["S"],
         dag_name=dag["name"]["S"],
         node=dag["node"]["S"],
         index=int(dag["index"]["N"]),
@@ -581,8 +583,7 @@ class JobStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
             # A job that happens to share the range is not one of the DAG's nodes.
-            "FilterExpression": "#dag.#id = :dag",
-            "ExpressionAttributeNames": {"#dag": "dag", "#id": "id"},
+            "FilterExpression": "dag_id = :dag",
             "ExpressionAttributeValues": {
                 ":pk": _s(shard_pk(dag.shard)),
                 ":first": _s(dag.node_key(0).sk),

@@ -51,8 +51,8 @@ class TableCounts:
         self.dags: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         request: dict[str, Any] = {
             "TableName": runtime.table_name(),
-            "ProjectionExpression": "pk, queue, #s, #d.#i, #d.#n, retry_of",
-            "ExpressionAttributeNames": {"#s": "status", "#d": "dag", "#i": "id", "#n": "name"},
+            "ProjectionExpression": "pk, queue, #s, dag_id, #d.#n, retry_of",
+            "ExpressionAttributeNames": {"#s": "status", "#d": "dag", "#n": "name"},
         }
         while True:
             page = dynamodb.scan(**request)
@@ -60,9 +60,9 @@ class TableCounts:
                 if not (item["pk"]["S"].startswith("shard#") and "queue" in item):
                     continue
                 self.jobs[item["queue"]["S"]][item["status"]["S"]] += 1
-                if "dag" in item and "retry_of" not in item:  # a node, not a retry timer
-                    dag = item["dag"]["M"]
-                    self.dags[(dag["name"]["S"], dag["id"]["S"])][item["status"]["S"]] += 1
+                if "dag_id" in item and "retry_of" not in item:  # a node, not a retry timer
+                    name = item["dag"]["M"]["name"]["S"]
+                    self.dags[(name, item["dag_id"]["S"])][item["status"]["S"]] += 1
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
