@@ -5,7 +5,6 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Annotated
 
-from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
@@ -13,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
-from sundial.api.routes import _documented, _json
+from sundial.api.routes import _INVALID, _documented, _json, metrics
 from sundial.clock import to_rfc3339
 from sundial.dags import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.models import Job, OnFailure, ParentResults, Status
@@ -21,10 +20,8 @@ from sundial.wiring import dependencies
 
 DagId = Annotated[str, Path(description="The DAG id returned by POST /dags", max_length=100)]
 
-metrics = Metrics()
 dags_router = Router()  # type: ignore[no-untyped-call]
 
-_INVALID = _documented(ErrorBody, "Invalid input: names the field and the reason")
 _UNKNOWN = _documented(ErrorBody, "Unknown DAG (or all its nodes have expired)")
 
 
