@@ -138,6 +138,12 @@ class JobsApi(Construct):
                 methods=[apigwv2.HttpMethod.POST],
                 integration=dags_integration,
             )
+        for action in ("pause", "resume"):
+            self.http_api.add_routes(
+                path=f"/jobs/{{job_id}}/{action}",
+                methods=[apigwv2.HttpMethod.POST],
+                integration=jobs_integration,
+            )
 
     @property
     def url(self) -> str:

@@ -186,7 +186,9 @@ class JobFunctions(Construct):
             )
 
         submit = function("submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10))
-        jobs = function("jobs", "GET and DELETE /jobs/{job_id}", Duration.seconds(10))
+        jobs = function(
+            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", Duration.seconds(10)
+        )
         dags = function(
             "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
         )
@@ -246,7 +248,8 @@ class JobFunctions(Construct):
         # A retry (POST /jobs/{id}/retry) re-sends the job to its queue, or puts a retry-timer
         # item when the retry is due beyond the SQS delay window, as the consumer SDK does.
         # Dead letters (GET/DELETE /queues/{queue}/dead, POST .../replay): query a queue's
-        # index items, delete replayed or purged ones; replay is a retry.
+        # index items, delete replayed or purged ones; replay is a retry. Pause and resume
+        # are conditional updates; a resumed job due soon is sent at once.
         table.grant(
             self.jobs,
             "dynamodb:GetItem",

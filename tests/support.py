@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from moto.dynamodb.responses import DynamoHandler
 
@@ -300,3 +300,18 @@ def serialize_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
             return handle(self)
 
     monkeypatch.setattr(DynamoHandler, "call_action", one_at_a_time)
+
+
+def call_api(
+    handler: Any, method: str, path: str, *, route: str | None = None, body: Any = None
+) -> tuple[int, Any]:
+    """Invoke an API function with the HTTP API event for `method path` (`path` may end in a
+    ?query); returns (status, JSON body)."""
+    text = json.dumps(body) if body is not None else None
+    raw_path, _, query = path.partition("?")
+    event = http_api_event(
+        method, raw_path, body=text, route=route, query=dict(parse_qsl(query)) or None
+    )
+    response = handler.handler(event, FakeLambdaContext())
+    payload = response.get("body")
+    return response["statusCode"], json.loads(payload) if payload else None

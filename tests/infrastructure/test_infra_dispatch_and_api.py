@@ -15,6 +15,8 @@ ROUTES = {
     "POST /jobs": "submit",
     "POST /jobs/batch": "submit",
     "POST /jobs/{job_id}/retry": "jobs",
+    "POST /jobs/{job_id}/pause": "jobs",
+    "POST /jobs/{job_id}/resume": "jobs",
     "GET /jobs/{job_id}": "jobs",
     "DELETE /jobs/{job_id}": "jobs",
     "GET /queues/{queue}/dead": "jobs",

@@ -35,6 +35,8 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/dags/{dag_id}", "delete"),
         ("/dags/{dag_id}/pause", "post"),
         ("/dags/{dag_id}/resume", "post"),
+        ("/jobs/{job_id}/pause", "post"),
+        ("/jobs/{job_id}/resume", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

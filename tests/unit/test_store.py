@@ -90,7 +90,10 @@ def test_unclaim_only_undoes_ones_own_claim(deps: Dependencies) -> None:
 
 @pytest.mark.parametrize(
     ("status", "cancels"),
-    [(s, s in {Status.PENDING, Status.QUEUED, Status.FAILED, Status.BLOCKED}) for s in Status],
+    [
+        (s, s in {Status.PENDING, Status.QUEUED, Status.FAILED, Status.BLOCKED, Status.PAUSED})
+        for s in Status
+    ],
 )
 def test_cancel_by_status(deps: Dependencies, status: Status, cancels: bool) -> None:
     job = _job(status=status)

@@ -18,9 +18,14 @@ class Status(StrEnum):
     DEAD = "dead"
     CANCELLED = "cancelled"
     BLOCKED = "blocked"  # a DAG node waiting for its parents (sundial.dags)
+    # Held in the table: never dispatched until resumed (POST /jobs/{id}/resume). The sweeper
+    # passes over it like a finished job, so a paused job never holds a shard's cursor back.
+    PAUSED = "paused"
 
 
-CANCELLABLE = frozenset({Status.PENDING, Status.QUEUED, Status.FAILED, Status.BLOCKED})
+CANCELLABLE = frozenset(
+    {Status.PENDING, Status.QUEUED, Status.FAILED, Status.BLOCKED, Status.PAUSED}
+)
 FINISHED = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
 
 
@@ -110,6 +115,7 @@ class Job:
     retry_of: JobKey | None = None
     retry_attempt: int | None = None
     dag: DagLink | None = None  # set on the nodes of a DAG
+    paused_at_ms: int | None = None
 
     @property
     def id(self) -> str:

@@ -130,7 +130,7 @@ class JobService:
         defaults = self._retry_defaults.get(queue)
         return defaults.max_attempts if defaults else DEFAULT_MAX_ATTEMPTS
 
-    def dispatch_direct(self, jobs: Sequence[Job]) -> list[Job]:
+    def dispatch_direct(self, jobs: Sequence[Job], *, by: str = "submit") -> list[Job]:
         """Send due-soon jobs now, then mark them queued. Returns the jobs SQS refused.
 
         Send comes before the claim so a crash can never leave a job marked queued but unsent;
@@ -146,7 +146,7 @@ class JobService:
         for job in jobs:
             if job.id in failed:
                 continue
-            token = f"submit:{ULID.from_timestamp(now / 1000)}"
+            token = f"{by}:{ULID.from_timestamp(now / 1000)}"
             if self._store.claim(job.key, token=token, now_ms=now, lease_ms=0).won:
                 job.status, job.queued_at_ms, job.expires_at_s = Status.QUEUED, now, None
         return [job for job in jobs if job.id in failed]
@@ -220,6 +220,43 @@ class JobService:
         token = f"retry:{ULID.from_timestamp(now / 1000)}"
         if self._store.claim(key, token=token, now_ms=now, lease_ms=0).won:
             job.status, job.queued_at_ms = Status.QUEUED, now
+        return job
+
+    def pause(self, job_id: str) -> Job:
+        """Hold a pending job in the table: it is not dispatched until resumed. One conditional
+        write. Only a pending job can be paused (409 otherwise): once handed to SQS it is on
+        its way, and a job whose submit is still sending it is not yet pausable."""
+        key = JobKey.from_job_id(job_id)
+        now = self._clock.now_ms()
+        paused, job = self._store.pause(key, now_ms=now)
+        if job is None:
+            raise JobNotFound(job_id)
+        if not paused:
+            reason = f"job is {job.status}; only pending jobs can be paused"
+            if job.status is Status.PENDING:
+                reason = "job is being handed to SQS; only pending jobs can be paused"
+            raise Conflict(reason, status=job.status)
+        return job
+
+    def resume(self, job_id: str) -> Job:
+        """paused -> pending. A job due within the direct window (or overdue) is sent now, by
+        the path submit uses: the sweeper's cursor may already have passed its due time, and
+        no sweep goes back. A later job waits for the sweeper, ahead of every cursor."""
+        key = JobKey.from_job_id(job_id)
+        now = self._clock.now_ms()
+        direct = key.due_ms <= now + DIRECT_WINDOW_MS
+        resumed, job = self._store.resume(
+            key, now_ms=now, direct=direct, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+        )
+        if job is None:
+            raise JobNotFound(job_id)
+        if not resumed:
+            reason = f"job is {job.status}; only paused jobs can be resumed"
+            if job.status is Status.PENDING and job.direct:
+                reason = "job is being resumed; retry shortly"
+            raise Conflict(reason, status=job.status)
+        if direct and self.dispatch_direct([job], by="resume"):
+            raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
         return job
 
     def cancel(self, job_id: str) -> Status:

@@ -85,6 +85,7 @@ def job_to_item(job: Job) -> Item:
         ("finished_at", job.finished_at_ms),
         ("next_attempt_at", job.next_attempt_at_ms),
         ("retry_attempt", job.retry_attempt),
+        ("paused_at", job.paused_at_ms),
     ):
         if value is not None:
             item[name] = _n(value)
@@ -230,6 +231,7 @@ def item_to_job(item: Item) -> Job:
         retry_of=JobKey.from_job_id(item["retry_of"]["S"]) if "retry_of" in item else None,
         retry_attempt=_opt_int(item, "retry_attempt"),
         dag=_dag_from_item(item),
+        paused_at_ms=_opt_int(item, "paused_at"),
     )
 
 
@@ -390,6 +392,56 @@ class JobStore:
             ReturnValues="ALL_NEW",
         )
         return cancelled, item_to_job(item) if item else None
+
+    def pause(self, key: JobKey, *, now_ms: int) -> tuple[bool, Job | None]:
+        """pending -> paused, in one conditional write. Only a job waiting in the table for the
+        sweeper may be paused: not one the submit or resume path is sending (direct) nor one
+        already handed to SQS. Returns (paused now, the job as written, or as it was if not)."""
+        paused, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET #status = :paused, paused_at = :now",
+            ConditionExpression="#status = :pending AND attribute_not_exists(direct)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":paused": _s(Status.PAUSED),
+                ":pending": _s(Status.PENDING),
+                ":now": _n(now_ms),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return paused, item_to_job(item) if item else None
+
+    def resume(
+        self, key: JobKey, *, now_ms: int, direct: bool, stale_before_ms: int
+    ) -> tuple[bool, Job | None]:
+        """paused -> pending. With `direct`, the caller sends the job itself and then claims it
+        (as submit does), so the sweeper must leave it alone. A direct resume that died before
+        its send left the job pending and direct; once older than `stale_before_ms` it may be
+        resumed again. Returns (resumed, the job as written, or as it was if not)."""
+        written, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "SET #status = :pending, resumed_at = :now"
+                + (", direct = :true" if direct else "")
+                + " REMOVE paused_at"
+            ),
+            ConditionExpression=(
+                "#status = :paused"
+                " OR (#status = :pending AND direct = :true AND resumed_at < :stale)"
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":pending": _s(Status.PENDING),
+                ":paused": _s(Status.PAUSED),
+                ":true": {"BOOL": True},
+                ":now": _n(now_ms),
+                ":stale": _n(stale_before_ms),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return written, item_to_job(item) if item else None
 
     # -- attempts (the consumer side) ------------------------------------------------------
 

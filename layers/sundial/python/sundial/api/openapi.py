@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from sundial.api.app import API_TITLE, API_VERSION, build_resolver
+from sundial.api.control import job_control_router
 from sundial.api.dags import dags_router
 from sundial.api.dead_letter_routes import dead_letters_router
 from sundial.api.routes import jobs_router, submit_router
@@ -14,7 +15,12 @@ from sundial.api.worker_routes import workers_router
 
 def openapi_json() -> str:
     resolver = build_resolver(
-        submit_router, jobs_router, dead_letters_router, workers_router, dags_router
+        submit_router,
+        jobs_router,
+        dead_letters_router,
+        workers_router,
+        dags_router,
+        job_control_router,
     )
     document: dict[str, Any] = json.loads(
         resolver.get_openapi_json_schema(

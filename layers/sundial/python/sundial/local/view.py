@@ -85,6 +85,7 @@ def status_table(runtime: LocalRuntime, table_counts: TableCounts, sqs: Any) -> 
     statuses = (
         "blocked",
         "pending",
+        "paused",
         "queued",
         "running",
         "succeeded",
