@@ -1,10 +1,11 @@
 """`make demo`: submits a realistic mix of jobs to a running `make run` and shows what happened.
 
 Immediate jobs, jobs 5 to 60 s out, one 20 minutes out (it waits in the table for the sweeper),
-a batch, a cancel, an idempotent repeat and one bad request. Then two DAGs on the `demo` queue
-(run by the example consumer): the design card's daily_report, followed until it succeeds, and
-one whose node dies, cancelling what depends on it; and a DAG with a cycle, rejected. Reads
-SUNDIAL_HOST and SUNDIAL_API_PORT like `make run`.
+a batch, a cancel, an idempotent repeat and one bad request; a schedule every 15 seconds, its
+runs as they fire, a pause and a resume. Then two DAGs on the `demo` queue (run by the example
+consumer): the design card's daily_report, followed until it succeeds, and one whose node dies,
+cancelling what depends on it; and a DAG with a cycle, rejected. Reads SUNDIAL_HOST and
+SUNDIAL_API_PORT like `make run`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
 
 
 def show(label: str, status: int, body: Any) -> None:
-    summary = body.get("status") or body.get("message") if isinstance(body, dict) else body
+    summary = (
+        body.get("status") or body.get("state") or body.get("message")
+        if isinstance(body, dict)
+        else body
+    )
     job_id = body.get("id", "") if isinstance(body, dict) else ""
     print(f"{status}  {label:<44} {job_id:<37} {summary}")
 
@@ -99,8 +104,10 @@ def main() -> int:
         show(f"idempotency_key, {attempt} (201 then 200)", status, job)
     status, error = call("POST", "/jobs", {"queue": "nope", "run_at": "tomorrow"})
     show("bad request: 400 naming the fields", status, error)
+    schedule_id = demo_schedule()
     print("\nWatch them move in the `make run` window. Get one:")
     print(f"  curl -s {API}/jobs/{delayed[0]['id']}")
+    print(f"  curl -s {API}/schedules/{schedule_id}/runs")
     return run_dags()
 
 
@@ -167,6 +174,38 @@ def run_dags() -> int:
         return 1
     print(f"\nA whole DAG, node by node:\n  curl -s {API}/dags/{first_id}")
     return 0
+
+
+def demo_schedule() -> str:
+    """A schedule firing every 15 seconds on `demo` (whose consumer runs each occurrence), its
+    runs as they happen, a pause and a resume, and a schedule refused for a bad time zone."""
+    status, error = call(
+        "POST", "/schedules", {"queue": "demo", "cron": "0 9 * * *", "timezone": "Mars/Base"}
+    )
+    show("schedule with a bad time zone: 400", status, error)
+    status, schedule = call(
+        "POST",
+        "/schedules",
+        {"name": "demo heartbeat", "queue": "demo", "rate": "15 seconds", "payload": "tick"},
+    )
+    show("schedule every 15 s on demo", status, schedule)
+    print(f"   next run at {schedule.get('next_run_at')}; its runs as they succeed (40 s):")
+    shown: set[str] = set()
+    for _ in range(8):
+        time.sleep(5)
+        _, page = call("GET", f"/schedules/{schedule['id']}/runs?limit=100")
+        for run in reversed(page["runs"]):
+            if run["status"] == "succeeded" and run["scheduled_for"] not in shown:
+                shown.add(run["scheduled_for"])
+                print(f"   run for {run['scheduled_for']}: {run['status']} ({run['job_id']})")
+    status, paused = call("POST", f"/schedules/{schedule['id']}/pause")
+    print(f"{status}  {'pause the schedule':<44} {schedule['id']:<37} {paused['state']}")
+    status, resumed = call("POST", f"/schedules/{schedule['id']}/resume")
+    print(
+        f"{status}  {'resume it (misfire: fire_once)':<44} {schedule['id']:<37} {resumed['state']}"
+    )
+    print(f"   delete it with: curl -s -X DELETE {API}/schedules/{schedule['id']}")
+    return str(schedule["id"])
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ class JobsApi(Construct):
         jobs: lambda_.IFunction,
         workers: lambda_.IFunction,
         dags: lambda_.IFunction,
+        schedules: lambda_.IFunction | None = None,
+        queues: lambda_.IFunction | None = None,
         rate_limit: int = DEFAULT_RATE_LIMIT,
         burst_limit: int = DEFAULT_BURST_LIMIT,
     ) -> None:
@@ -144,6 +146,34 @@ class JobsApi(Construct):
                 methods=[apigwv2.HttpMethod.POST],
                 integration=jobs_integration,
             )
+        if schedules is not None:
+            self._add_routes(
+                integrations.HttpLambdaIntegration("Schedules", schedules),
+                {
+                    "/schedules": [apigwv2.HttpMethod.POST],
+                    "/schedules/{schedule_id}": [apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
+                    "/schedules/{schedule_id}/runs": [apigwv2.HttpMethod.GET],
+                    "/schedules/{schedule_id}/pause": [apigwv2.HttpMethod.POST],
+                    "/schedules/{schedule_id}/resume": [apigwv2.HttpMethod.POST],
+                },
+            )
+        if queues is not None:
+            self._add_routes(
+                integrations.HttpLambdaIntegration("Queues", queues),
+                {
+                    "/queues/{queue}": [apigwv2.HttpMethod.GET],
+                    "/queues/{queue}/pause": [apigwv2.HttpMethod.POST],
+                    "/queues/{queue}/resume": [apigwv2.HttpMethod.POST],
+                },
+            )
+
+    def _add_routes(
+        self,
+        integration: integrations.HttpLambdaIntegration,
+        routes: dict[str, list[apigwv2.HttpMethod]],
+    ) -> None:
+        for path, methods in routes.items():
+            self.http_api.add_routes(path=path, methods=methods, integration=integration)
 
     @property
     def url(self) -> str:

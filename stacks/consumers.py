@@ -42,6 +42,10 @@ class QueueConsumer(Construct):
     nodes that can follow this queue's nodes (none: this queue runs no DAG nodes with
     children on other queues).
 
+    `priority_queue` (the queue's priority queue, if it has one: stacks/job_queues.py) is fed
+    to the same function by a second event source with its own `priority_max_concurrency`, so
+    critical and high jobs have consumers a backlog of normal and low jobs cannot take up.
+
     `function_timeout` and `queue_visibility_timeout` are passed in because neither an
     `IFunction` nor an `IQueue` exposes them; they must be the values actually configured. The
     props are checked at synth: the visibility timeout must be at least 6 x the function timeout,
@@ -63,6 +67,8 @@ class QueueConsumer(Construct):
         batch_size: int = 10,
         max_batching_window: Duration = DEFAULT_MAX_BATCHING_WINDOW,
         max_concurrency: int = 2,
+        priority_queue: sqs.IQueue | None = None,
+        priority_max_concurrency: int = 2,
     ) -> None:
         super().__init__(scope, construct_id)
         timeout_s = function_timeout.to_seconds(integral=False)
@@ -78,11 +84,15 @@ class QueueConsumer(Construct):
                 f"{self.node.path}: batch_size must be {MIN_BATCH_SIZE}..{MAX_BATCH_SIZE}, "
                 f"got {batch_size}"
             )
-        if not MIN_MAX_CONCURRENCY <= max_concurrency <= MAX_MAX_CONCURRENCY:
-            raise ValueError(
-                f"{self.node.path}: max_concurrency must be "
-                f"{MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {max_concurrency}"
-            )
+        for name, value in (
+            ("max_concurrency", max_concurrency),
+            ("priority_max_concurrency", priority_max_concurrency),
+        ):
+            if not MIN_MAX_CONCURRENCY <= value <= MAX_MAX_CONCURRENCY:
+                raise ValueError(
+                    f"{self.node.path}: {name} must be "
+                    f"{MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {value}"
+                )
         self.queue = queue
         self.function = function
         self.table = table
@@ -103,3 +113,15 @@ class QueueConsumer(Construct):
         for child_queue in dag_child_queues:
             if child_queue is not queue:
                 child_queue.grant_send_messages(function)
+        self.priority_queue = priority_queue
+        self.priority_event_source: event_sources.SqsEventSource | None = None
+        if priority_queue is not None:
+            self.priority_event_source = event_sources.SqsEventSource(
+                priority_queue,
+                batch_size=batch_size,
+                max_batching_window=max_batching_window,
+                max_concurrency=priority_max_concurrency,
+                report_batch_item_failures=True,
+            )
+            function.add_event_source(self.priority_event_source)
+            priority_queue.grant_send_messages(function)  # retries of critical and high jobs

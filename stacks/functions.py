@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -38,12 +38,19 @@ ENV_QUEUE_URLS = "SUNDIAL_QUEUE_URLS"
 # JSON {queue name: URL of its DLQ}: where the consumer SDK sends dead jobs (and the API's
 # retry/replay endpoints find them).
 ENV_DEAD_LETTER_URLS = "SUNDIAL_DEAD_LETTER_URLS"
+# JSON {queue name: URL of its priority queue}, for the queues configured with one: where
+# critical and high jobs are sent.
+ENV_PRIORITY_QUEUE_URLS = "SUNDIAL_PRIORITY_QUEUE_URLS"
 # JSON {queue name: {max_attempts, initial_delay_seconds, factor, max_delay_seconds}}.
 ENV_RETRY_DEFAULTS = "SUNDIAL_RETRY_DEFAULTS"
 ENV_SHARD_COUNT = "SUNDIAL_SHARD_COUNT"
 ENV_RETENTION_DAYS = "SUNDIAL_RETENTION_DAYS"
 ENV_SWEEPER_FUNCTION = "SUNDIAL_SWEEPER_FUNCTION"
 ENV_SHARDS_PER_SWEEPER = "SUNDIAL_SHARDS_PER_SWEEPER"
+
+# The API functions that may do more than a read and a write: a schedule's first 15 minutes
+# of occurrences, a queue's catch-up (20 s of it; API Gateway waits 30 s for an integration).
+API_TIMEOUT = Duration.seconds(29)
 
 # A sweeper tick that is still retrying after two minutes is superseded by a newer tick.
 SWEEPER_MAX_EVENT_AGE = Duration.seconds(120)
@@ -132,11 +139,11 @@ class SundialFunction(Construct):
 
 
 class JobFunctions(Construct):
-    """`submit`, `jobs`, `dags`, `fanout`, `sweeper`, `workers` and `dead_letter_indexer`, each
-    granted least-privilege access, and the `example_consumer` when
-    settings.example_consumer_queue is set (else None). The example consumer is granted nothing
-    here: attaching it to its queue (stacks/consumers.py) grants it what consuming and the job
-    lifecycle need.
+    """`submit`, `jobs`, `dags`, `fanout`, `sweeper`, `workers`, `dead_letter_indexer`,
+    `schedules` and `queues` (`queue_control`), each granted least-privilege access, and the
+    `example_consumer` when settings.example_consumer_queue is set (else None). The example
+    consumer is granted nothing here: attaching it to its queue (stacks/consumers.py) grants it
+    what consuming and the job lifecycle need.
 
     `queues` and `dead_letter_queues` map every configured queue name (settings.queues) to its
     SQS queue and to that queue's DLQ."""
@@ -151,8 +158,10 @@ class JobFunctions(Construct):
         queues: Mapping[str, sqs.IQueue],
         dead_letter_queues: Mapping[str, sqs.IQueue],
         layers: Sequence[lambda_.ILayerVersion],
+        priority_queues: Mapping[str, sqs.IQueue] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        priority_queues = dict(priority_queues or {})
         configured = sorted(settings.queues)
         if sorted(queues) != configured or sorted(dead_letter_queues) != configured:
             raise ValueError(
@@ -168,6 +177,9 @@ class JobFunctions(Construct):
             ),
             ENV_DEAD_LETTER_URLS: stack.to_json_string(
                 {name: dlq.queue_url for name, dlq in sorted(dead_letter_queues.items())}
+            ),
+            ENV_PRIORITY_QUEUE_URLS: stack.to_json_string(
+                {name: queue.queue_url for name, queue in sorted(priority_queues.items())}
             ),
             ENV_RETRY_DEFAULTS: retry_defaults_json(settings.queues),
             ENV_SHARD_COUNT: str(settings.shard_count),
@@ -241,7 +253,8 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
             "dynamodb:BatchWriteItem",
         )
-        for queue in queues.values():
+        job_queues = [*queues.values(), *priority_queues.values()]
+        for queue in job_queues:
             queue.grant_send_messages(self.submit)
 
         # jobs: read, cancel (conditional update) and manually retry one job addressed by its id.
@@ -258,7 +271,7 @@ class JobFunctions(Construct):
             "dynamodb:Query",
             "dynamodb:DeleteItem",
         )
-        for queue in queues.values():
+        for queue in job_queues:
             queue.grant_send_messages(self.jobs)
 
         # workers: lease (receive with a visibility timeout), heartbeat (change visibility),
@@ -269,6 +282,9 @@ class JobFunctions(Construct):
             queue.grant_consume_messages(self.workers)
             queue.grant_send_messages(self.workers)
             dead_letter_queues[name].grant_send_messages(self.workers)
+        for queue in priority_queues.values():  # leased first: critical and high jobs
+            queue.grant_consume_messages(self.workers)
+            queue.grant_send_messages(self.workers)
 
         # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
         # event sources (stacks/dead_letters.py) grant consuming the DLQs. A redriven DAG node's
@@ -280,7 +296,7 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
         )
-        for queue in queues.values():
+        for queue in job_queues:
             queue.grant_send_messages(self.dead_letter_indexer)
 
         # dags: write a DAG's nodes (batch), read them back (one range query on the DAG's shard),
@@ -293,7 +309,7 @@ class JobFunctions(Construct):
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
         )
-        for queue in queues.values():
+        for queue in job_queues:
             queue.grant_send_messages(self.dags)
 
         # fanout: read and update its state item in the table, then start the sweepers.
@@ -309,16 +325,49 @@ class JobFunctions(Construct):
         )
 
         # sweeper: range-query a shard's due jobs, claim each with a conditional update, and
-        # send the claimed jobs to their queues.
+        # send the claimed jobs to their queues. For a schedule's occurrence it reads the
+        # schedule and puts the run record and the next occurrence; it reads the queue states
+        # (paused queues) and records a sweep that held its cursor ("done" items).
         table.grant(
             self.sweeper,
             "dynamodb:Query",
             "dynamodb:GetItem",
             "dynamodb:BatchGetItem",
             "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
         )
-        for queue in queues.values():
+        for queue in job_queues:
             queue.grant_send_messages(self.sweeper)
+
+        self._add_schedules_and_queues(function, table, job_queues)
+
+    def _add_schedules_and_queues(
+        self,
+        function: Callable[[str, str, Duration], SundialFunction],
+        table: dynamodb.ITable,
+        job_queues: Sequence[sqs.IQueue],
+    ) -> None:
+        """schedules: put and update schedules, query their runs (and read the runs' jobs), put
+        an occurrence and its run record, and send occurrences due within the direct window.
+        queues: read the sweep cursors (pause), update the queue state, and on resume
+        range-query the shards and release what the pause held back (as schedules do)."""
+        self.schedules = function(
+            "schedules", "/schedules: recurring jobs, their runs, pause, resume", API_TIMEOUT
+        ).function
+        self.queue_control = function(
+            "queues", "GET /queues/{queue}, pause and resume (with its catch-up)", API_TIMEOUT
+        ).function
+        for api_function in (self.schedules, self.queue_control):
+            table.grant(
+                api_function,
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Query",
+                "dynamodb:BatchGetItem",
+            )
+            for queue in job_queues:
+                queue.grant_send_messages(api_function)
 
 
 def retry_defaults_json(queue_settings: Mapping[str, QueueSettings]) -> str:

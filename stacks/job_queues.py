@@ -21,6 +21,11 @@ class JobQueues(Construct):
     `queues` maps the queue name (as used in the API's `queue` field) to its SQS queue, and
     `dead_letter_queues` maps the same names to their DLQs (SUNDIAL_DEAD_LETTER_URLS; the
     consumer SDK sends dead jobs there itself, besides SQS's redrive).
+
+    A queue configured with `priority_queue` also gets `<name>-priority` (and its own DLQ,
+    `<name>-priority-dlq`), in `priority_queues` / `priority_dead_letter_queues`: its critical
+    and high jobs are sent there (SUNDIAL_PRIORITY_QUEUE_URLS). Dead jobs still go to the
+    queue's main DLQ; the priority DLQ catches only messages SQS itself redrives.
     """
 
     def __init__(
@@ -33,25 +38,32 @@ class JobQueues(Construct):
         super().__init__(scope, construct_id)
         self.queues: dict[str, sqs.Queue] = {}
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
+        self.priority_queues: dict[str, sqs.Queue] = {}
+        self.priority_dead_letter_queues: dict[str, sqs.Queue] = {}
         for name, settings in sorted(queue_settings.items()):
-            dlq = sqs.Queue(
-                self,
-                f"{name}-dlq",
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True,
-                retention_period=DLQ_RETENTION,
-                visibility_timeout=DLQ_VISIBILITY_TIMEOUT,
-            )
-            queue = sqs.Queue(
-                self,
-                name,
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True,
-                visibility_timeout=Duration.seconds(settings.visibility_timeout_seconds),
-                dead_letter_queue=sqs.DeadLetterQueue(
-                    queue=dlq,
-                    max_receive_count=settings.max_receive_count,
-                ),
-            )
-            self.dead_letter_queues[name] = dlq
-            self.queues[name] = queue
+            self.queues[name], self.dead_letter_queues[name] = self._queue_pair(name, settings)
+            if settings.priority_queue:
+                pair = self._queue_pair(f"{name}-priority", settings)
+                self.priority_queues[name], self.priority_dead_letter_queues[name] = pair
+
+    def _queue_pair(self, name: str, settings: QueueSettings) -> tuple[sqs.Queue, sqs.Queue]:
+        dlq = sqs.Queue(
+            self,
+            f"{name}-dlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=DLQ_RETENTION,
+            visibility_timeout=DLQ_VISIBILITY_TIMEOUT,
+        )
+        queue = sqs.Queue(
+            self,
+            name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(settings.visibility_timeout_seconds),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=dlq,
+                max_receive_count=settings.max_receive_count,
+            ),
+        )
+        return queue, dlq

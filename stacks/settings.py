@@ -79,6 +79,10 @@ class QueueSettings(BaseModel):
     max_receive_count: int = Field(ge=1, le=1000)
     visibility_timeout_seconds: int = Field(ge=1, le=43200)
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    # A second SQS queue (with its own DLQ) for this queue's critical and high jobs: SQS has
+    # no priorities, so urgent jobs get a queue a flood of normal and low jobs cannot delay,
+    # with a consumer of its own concurrency (QueueConsumer(priority_queue=...)).
+    priority_queue: bool = Field(default=False, strict=True)
 
 
 class HistoryPipelineSettings(BaseModel):

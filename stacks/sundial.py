@@ -43,13 +43,19 @@ class Sundial(Construct):
             queues=self.job_queues.queues,
             dead_letter_queues=self.job_queues.dead_letter_queues,
             layers=self.layers.all,
+            priority_queues=self.job_queues.priority_queues,
         )
         self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
         self.dead_letter_index = DeadLetterIndex(
             self,
             "DeadLetterIndex",
             function=self.functions.dead_letter_indexer,
-            dead_letter_queues=self.job_queues.dead_letter_queues,
+            # A priority queue's DLQ too: it catches what SQS redrives from the priority queue.
+            dead_letter_queues=self.job_queues.dead_letter_queues
+            | {
+                f"{name}-priority": dlq
+                for name, dlq in self.job_queues.priority_dead_letter_queues.items()
+            },
         )
         self.api = JobsApi(
             self,
@@ -58,6 +64,8 @@ class Sundial(Construct):
             jobs=self.functions.jobs,
             workers=self.functions.workers,
             dags=self.functions.dags,
+            schedules=self.functions.schedules,
+            queues=self.functions.queue_control,
         )
         self.history_buckets = HistoryBuckets(self, "HistoryBuckets", settings=settings.history)
         self.history_capture = HistoryCapture(
@@ -81,6 +89,7 @@ class Sundial(Construct):
                 function=self.functions.example_consumer,
                 table=self.job_table.table,
                 dead_letter_queue=self.job_queues.dead_letter_queues[example_queue],
+                priority_queue=self.job_queues.priority_queues.get(example_queue),
                 function_timeout=EXAMPLE_CONSUMER_TIMEOUT,
                 queue_visibility_timeout=Duration.seconds(
                     settings.queues[example_queue].visibility_timeout_seconds
@@ -120,6 +129,17 @@ class SundialStack(Stack):
         self.sundial = Sundial(self, "Sundial", settings=settings)
         CfnOutput(self, "ApiUrl", value=self.sundial.api_url, description="Jobs API base URL")
         CfnOutput(self, "TableName", value=self.sundial.table.table_name, description="Job table")
+        CfnOutput(
+            self,
+            "PriorityQueueUrls",
+            value=self.to_json_string(
+                {
+                    name: queue.queue_url
+                    for name, queue in sorted(self.sundial.job_queues.priority_queues.items())
+                }
+            ),
+            description="JSON object {queue name: URL of its priority queue (critical, high)}",
+        )
         CfnOutput(
             self,
             "QueueUrls",

@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from sundial.clock import ManualClock
 from sundial.wiring import Dependencies, configure
-from tests.support import TABLE, create_queues, create_table
+from tests.support import TABLE, create_priority_queues, create_queues, create_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,6 +71,7 @@ def environ(aws: None) -> dict[str, str]:
         "SUNDIAL_TABLE_NAME": TABLE,
         "SUNDIAL_QUEUE_URLS": json.dumps(urls),
         "SUNDIAL_DEAD_LETTER_URLS": json.dumps(dead_letter_urls),
+        "SUNDIAL_PRIORITY_QUEUE_URLS": json.dumps(create_priority_queues(boto3.client("sqs"))),
         "SUNDIAL_RETRY_DEFAULTS": json.dumps(
             {
                 "default": {

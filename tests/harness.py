@@ -33,9 +33,10 @@ class Harness:
         dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
         self.sqs = sqs
         store = JobStore(dynamodb, deps.settings.table_name)
-        self.sweeper = Sweeper(
-            store=store, sender=QueueSender(sqs, deps.settings.queue_urls), clock=clock
-        )
+        # Wired as the sweeper Lambda is (schedules, queue pauses), on the metered session.
+        self.sweeper: Sweeper = Dependencies(
+            settings=deps.settings, clock=clock, session=self.session
+        ).sweeper
         self.calls: list[Envelope] = []
 
         def recorded(envelope: Envelope) -> Any:

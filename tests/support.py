@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 TABLE = "sundial-jobs"
 QUEUES = ("default", "email")
+PRIORITY_QUEUES = ("email",)  # with a priority queue for its critical and high jobs
 
 # The system-design card's DAG (seeds/004): extract → transform → load_warehouse and
 # load_cache → notify, on two queues so children are released across queues.
@@ -64,10 +65,12 @@ def create_table(client: DynamoDBClient, *, stream: bool = False) -> None:
     )
 
 
-def create_queues(client: SQSClient) -> tuple[dict[str, str], dict[str, str]]:
+def create_queues(
+    client: SQSClient, names: Sequence[str] = QUEUES
+) -> tuple[dict[str, str], dict[str, str]]:
     """Each job queue with its DLQ: ({name: queue URL}, {name: DLQ URL})."""
     urls, dead_letter_urls = {}, {}
-    for name in QUEUES:
+    for name in names:
         dlq = client.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
         dead_letter_urls[name] = dlq
         dlq_arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])[
@@ -78,6 +81,12 @@ def create_queues(client: SQSClient) -> tuple[dict[str, str], dict[str, str]]:
             QueueName=name, Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "120"}
         )["QueueUrl"]
     return urls, dead_letter_urls
+
+
+def create_priority_queues(client: SQSClient) -> dict[str, str]:
+    """The priority queue (with its DLQ) of each queue in PRIORITY_QUEUES: {name: URL}."""
+    urls, _ = create_queues(client, [f"{name}-priority" for name in PRIORITY_QUEUES])
+    return {name.removesuffix("-priority"): url for name, url in urls.items()}
 
 
 def sqs_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
@@ -135,11 +144,11 @@ def _value_size(value: Mapping[str, Any]) -> int:
 
 class WriteMeter:
     """Counts DynamoDB write requests of every client made from `session`, by what they do,
-    and the capacity moto reports. Sweep cursors and the shard-count record are per-shard
-    costs, counted apart from the per-job writes."""
+    and the capacity moto reports. Sweep cursors, the shard-count record and sweep "done"
+    records are per-shard costs, counted apart from the per-job writes."""
 
     WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
-    PER_SHARD = ("cursor", "shards")
+    PER_SHARD = ("cursor", "shards", "done")
 
     def __init__(self, session: Any) -> None:
         self.requests: Counter[str] = Counter()
@@ -154,7 +163,8 @@ class WriteMeter:
         if model.name == "BatchWriteItem":
             self.requests["put"] += sum(len(v) for v in params["RequestItems"].values())
         elif model.name == "PutItem":
-            self.requests["put"] += 1
+            done = params["Item"]["sk"]["S"].startswith("done#")
+            self.requests["done" if done else "put"] += 1
         elif model.name == "UpdateItem":
             values = params.get("ExpressionAttributeValues", {})
             if params["Key"]["sk"]["S"] in self.PER_SHARD:

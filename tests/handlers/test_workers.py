@@ -13,7 +13,7 @@ import pytest
 
 from sundial.clock import ManualClock
 from sundial.envelope import Envelope
-from sundial.models import Status
+from sundial.models import Priority, Status
 from sundial.submission import SubmitJob
 from sundial.wiring import Dependencies
 from sundial.worker import Worker
@@ -233,3 +233,25 @@ def test_stop_drains_the_held_jobs_and_leases_no_more(
     assert not runner.is_alive()
     statuses = sorted(str(deps.jobs.get(job_id).status) for job_id in ids)
     assert statuses == ["queued", "succeeded", "succeeded"]
+
+
+def test_a_worker_leases_critical_jobs_from_the_priority_queue_first(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a normal job and then a critical one on `email`, which has a priority queue
+    normal = _submit(deps)
+    critical = deps.jobs.submit(
+        SubmitJob(queue="email", delay_seconds=0, priority=Priority.CRITICAL)
+    ).job.id
+    # When a worker leases one job at a time, the critical one comes first
+    [first] = _lease(max=1)
+    assert first["job"]["id"] == critical
+    # And its lease works on the queue it came from: heartbeat, then ack
+    status, _ = _call("POST", f"/jobs/{critical}/heartbeat", {"lease": first["lease"]})
+    assert status == 200
+    status, job = _call("POST", f"/jobs/{critical}/ack", {"lease": first["lease"]})
+    assert (status, job["status"]) == (200, "succeeded")
+    [second] = _lease(max=1)
+    assert second["job"]["id"] == normal
+    clock.advance(seconds=3600)
+    assert [leased["job"]["id"] for leased in _lease()] == [normal]  # not acked: back again

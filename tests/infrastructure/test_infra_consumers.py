@@ -20,41 +20,42 @@ from tests.infrastructure.synthesis import Synthesized, allowed_actions, cdk_jso
 pytestmark = pytest.mark.infra
 
 
-def _mapping(synthesized: Synthesized) -> dict[str, Any]:
+def _mappings(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    """The example consumer's event source mappings' properties, by the logical id of the
+    queue each reads."""
     example_consumer = {"Ref": synthesized.function_id("example_consumer")}
-    mappings = [
-        mapping["Properties"]
+    return {
+        mapping["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]: mapping["Properties"]
         for mapping in synthesized.resources("AWS::Lambda::EventSourceMapping").values()
         if mapping["Properties"]["FunctionName"] == example_consumer
-    ]
-    assert len(mappings) == 1
-    properties: dict[str, Any] = mappings[0]
-    return properties
-
-
-def test_demo_queue_feeds_the_example_consumer(synthesized: Synthesized) -> None:
-    # Given the synthesized Sundial stack (example_consumer_queue defaults to "demo")
-    # When we look for the example consumer's event source mappings
-    # Then there is exactly one: from the demo queue
-    properties = _mapping(synthesized)
-    assert properties["EventSourceArn"] == {
-        "Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]
     }
-    assert properties["FunctionName"] == {"Ref": synthesized.function_id("example_consumer")}
 
 
+def test_demo_queues_feed_the_example_consumer(synthesized: Synthesized) -> None:
+    # Given the synthesized Sundial stack (example_consumer_queue defaults to "demo", which
+    # has a priority queue)
+    # When we look for the example consumer's event source mappings
+    # Then there are exactly two: from the demo queue and from its priority queue
+    assert set(_mappings(synthesized)) == {
+        synthesized.logical_id("JobQueues/demo"),
+        synthesized.logical_id("JobQueues/demo-priority"),
+    }
+
+
+@pytest.mark.parametrize("queue", ["demo", "demo-priority"])
 def test_example_consumer_mapping_reports_partial_batch_failures(
-    synthesized: Synthesized,
+    synthesized: Synthesized, queue: str
 ) -> None:
-    # Given the example consumer's event source mapping
-    properties = _mapping(synthesized)
+    # Given one of the example consumer's event source mappings
+    properties = _mappings(synthesized)[synthesized.logical_id(f"JobQueues/{queue}")]
 
     # Then it takes batches of 10, waiting at most 1 s to fill one
     assert properties["BatchSize"] == 10
     assert properties["MaximumBatchingWindowInSeconds"] == 1
     # And only the records the function lists as failed are retried
     assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    # And at most two concurrent invocations drain the queue (the lowest value SQS allows)
+    # And at most two concurrent invocations drain each queue (the lowest value SQS allows):
+    # the priority queue's consumers are its own, whatever the backlog of the other
     assert properties["ScalingConfig"] == {"MaximumConcurrency": 2}
 
 
@@ -77,6 +78,7 @@ def test_example_consumer_may_drive_the_job_lifecycle_on_its_queue(
     table = {"Fn::GetAtt": [synthesized.logical_id("JobTable/Table"), "Arn"]}
     demo = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
     demo_dlq = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-dlq"), "Arn"]}
+    priority = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-priority"), "Arn"]}
 
     # When we look at its DynamoDB and SQS actions
     table_actions = {a: r for a, r in allowed.items() if a.startswith("dynamodb:")}
@@ -88,11 +90,14 @@ def test_example_consumer_may_drive_the_job_lifecycle_on_its_queue(
         "dynamodb:UpdateItem": [table],
         "dynamodb:PutItem": [table],
     }
-    # And it may consume the demo queue, heartbeat included, and nothing else
+    # And it may consume the demo queue and its priority queue, heartbeat included, and nothing
+    # else
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
-        assert sqs_actions[action] == [demo], action
-    # And send retries to the demo queue and dead jobs to the demo DLQ only
-    assert sorted(sqs_actions["sqs:SendMessage"], key=str) == sorted([demo, demo_dlq], key=str)
+        assert sorted(sqs_actions[action], key=str) == sorted([demo, priority], key=str), action
+    # And send retries to those two and dead jobs to the demo DLQ only
+    assert sorted(sqs_actions["sqs:SendMessage"], key=str) == sorted(
+        [demo, demo_dlq, priority], key=str
+    )
 
 
 def test_no_example_consumer_when_its_queue_is_unset() -> None:
@@ -105,11 +110,15 @@ def test_no_example_consumer_when_its_queue_is_unset() -> None:
     stack = SundialStack(cdk.App(), "NoExample", settings=settings)
     template = Template.from_stack(stack)
 
-    # Then there is no example consumer: only the dead-letter indexer reads queues (the DLQs)
+    # Then there is no example consumer: only the dead-letter indexer reads queues (the DLQs,
+    # priority queues' included)
     assert stack.sundial.example_consumer is None
+    priority = sum(1 for queue in settings.queues.values() if queue.priority_queue)
     # (and the history recorder reads the job table's stream)
-    template.resource_count_is("AWS::Lambda::EventSourceMapping", len(settings.queues) + 1)
-    template.resource_count_is("AWS::Lambda::Function", 8)
+    template.resource_count_is(
+        "AWS::Lambda::EventSourceMapping", len(settings.queues) + priority + 1
+    )
+    template.resource_count_is("AWS::Lambda::Function", 10)
 
 
 def _attach(
@@ -183,6 +192,7 @@ def test_queue_consumer_rejects_visibility_below_six_timeouts() -> None:
         ({"batch_size": 10_001}, "batch_size must be 1..10000, got 10001"),
         ({"max_concurrency": 1}, "max_concurrency must be 2..1000, got 1"),
         ({"max_concurrency": 1_001}, "max_concurrency must be 2..1000, got 1001"),
+        ({"priority_max_concurrency": 1}, "priority_max_concurrency must be 2..1000, got 1"),
     ],
 )
 def test_queue_consumer_rejects_props_outside_aws_limits(
@@ -265,3 +275,51 @@ def test_queue_consumer_may_send_to_the_dag_child_queues_it_is_given() -> None:
     # And never take messages off a child queue
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
         assert allowed[action] == [_arn(consumer, consumer.queue)], action
+
+
+def test_queue_consumer_feeds_a_priority_queue_with_its_own_concurrency() -> None:
+    # Given a queue's priority queue, attached with a concurrency of its own
+    stack = cdk.Stack(cdk.App(), "Priority")
+    queue = sqs.Queue(stack, "Queue", visibility_timeout=cdk.Duration.seconds(30))
+    urgent = sqs.Queue(stack, "Urgent", visibility_timeout=cdk.Duration.seconds(30))
+    table = dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+    )
+    function = lambda_.Function(
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+        timeout=cdk.Duration.seconds(5),
+    )
+    consumer = QueueConsumer(
+        stack,
+        "Consumer",
+        queue=queue,
+        function=function,
+        table=table,
+        function_timeout=cdk.Duration.seconds(5),
+        queue_visibility_timeout=cdk.Duration.seconds(30),
+        max_concurrency=2,
+        priority_queue=urgent,
+        priority_max_concurrency=10,
+    )
+    # When it is built
+    template = Template.from_stack(stack)
+    # Then each queue has its own mapping and concurrency
+    template.resource_count_is("AWS::Lambda::EventSourceMapping", 2)
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"EventSourceArn": _arn(consumer, urgent), "ScalingConfig": {"MaximumConcurrency": 10}},
+    )
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"EventSourceArn": _arn(consumer, queue), "ScalingConfig": {"MaximumConcurrency": 2}},
+    )
+    # And retries of its jobs may go back to it
+    assert sorted(_statements(consumer)["sqs:SendMessage"], key=str) == sorted(
+        [_arn(consumer, queue), _arn(consumer, urgent)], key=str
+    )

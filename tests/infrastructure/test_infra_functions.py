@@ -21,6 +21,8 @@ FUNCTIONS = [
     "sweeper",
     "workers",
     "dead_letters",
+    "schedules",
+    "queues",
     "example_consumer",
 ]
 TIMEOUTS = {
@@ -31,6 +33,8 @@ TIMEOUTS = {
     "sweeper": 60,
     "workers": 29,
     "dead_letters": 10,
+    "schedules": 29,
+    "queues": 29,
     "example_consumer": 5,
 }
 COMMON_ENVIRONMENT = {
@@ -40,6 +44,7 @@ COMMON_ENVIRONMENT = {
     "SUNDIAL_TABLE_NAME",
     "SUNDIAL_QUEUE_URLS",
     "SUNDIAL_DEAD_LETTER_URLS",
+    "SUNDIAL_PRIORITY_QUEUE_URLS",
     "SUNDIAL_RETRY_DEFAULTS",
     "SUNDIAL_SHARD_COUNT",
     "SUNDIAL_RETENTION_DAYS",
@@ -63,7 +68,7 @@ def _render_urls(value: dict[str, Any]) -> dict[str, str]:
 def test_exactly_the_sundial_functions(synthesized: Synthesized) -> None:
     # Given the synthesized Sundial stack
     # When we count Lambda functions
-    # Then there are the seven Sundial handlers, the history recorder and the example consumer,
+    # Then there are the nine Sundial handlers, the history recorder and the example consumer,
     # and no helper functions
     # (custom resources, log retention)
     synthesized.template.resource_count_is("AWS::Lambda::Function", len(FUNCTIONS) + 1)
@@ -115,6 +120,25 @@ def test_queue_urls_variable_is_a_json_object_of_every_queue(synthesized: Synthe
     # Then it parses as {queue name: URL of that queue}
     assert urls == {
         name: f"https://sqs/{synthesized.logical_id(f'JobQueues/{name}')}" for name in QUEUE_NAMES
+    }
+
+
+def test_priority_queue_urls_variable_maps_the_queues_that_have_one(
+    synthesized: Synthesized,
+) -> None:
+    # Given the submit function's SUNDIAL_PRIORITY_QUEUE_URLS
+    variables = synthesized.function_properties("submit")["Environment"]["Variables"]
+
+    # When we put a placeholder URL in place of each queue Ref
+    urls = _render_urls(variables["SUNDIAL_PRIORITY_QUEUE_URLS"])
+
+    # Then it maps each queue configured with priority_queue to its priority queue
+    configured = cdk_json_context()["sundial"]["queues"]
+    with_priority = sorted(n for n, q in configured.items() if q.get("priority_queue"))
+    assert with_priority == ["demo"]
+    assert urls == {
+        name: f"https://sqs/{synthesized.logical_id(f'JobQueues/{name}-priority')}"
+        for name in with_priority
     }
 
 

@@ -18,17 +18,25 @@ def configured_queues() -> dict[str, dict[str, Any]]:
     return queues
 
 
+def with_priority_queue() -> list[str]:
+    return sorted(n for n, q in configured_queues().items() if q.get("priority_queue"))
+
+
 def test_one_queue_and_one_dlq_per_configured_queue(synthesized: Synthesized) -> None:
     # Given the queues configured in cdk.json
     # When the stack is synthesized
-    # Then each name has a queue and a dead-letter queue, and nothing else
-    synthesized.template.resource_count_is("AWS::SQS::Queue", 2 * len(configured_queues()))
+    # Then each name has a queue and a dead-letter queue, and a queue configured with a
+    # priority queue has a second pair, and nothing else
+    expected = 2 * len(configured_queues()) + 2 * len(with_priority_queue())
+    synthesized.template.resource_count_is("AWS::SQS::Queue", expected)
 
 
-@pytest.mark.parametrize("name", sorted(configured_queues()))
+@pytest.mark.parametrize(
+    "name", sorted(configured_queues()) + [f"{n}-priority" for n in with_priority_queue()]
+)
 def test_queue_redrives_to_its_own_dlq(synthesized: Synthesized, name: str) -> None:
-    # Given a configured queue
-    settings = configured_queues()[name]
+    # Given a configured queue (or a priority queue, which has its queue's settings)
+    settings = configured_queues()[name.removesuffix("-priority")]
     queues = synthesized.resources("AWS::SQS::Queue")
     queue_id = synthesized.logical_id(f"JobQueues/{name}")
     dlq_id = synthesized.logical_id(f"JobQueues/{name}-dlq")

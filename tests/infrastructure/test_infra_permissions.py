@@ -29,6 +29,13 @@ CONSUME = {
 }
 # What the consumer SDK does on the job table: the fence read, status updates, retry timers.
 CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
+API_TABLE = {
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:Query",
+    "dynamodb:BatchGetItem",
+}
 EXPECTED = {
     "submit": {
         "dynamodb:GetItem",
@@ -58,8 +65,13 @@ EXPECTED = {
         "dynamodb:GetItem",
         "dynamodb:BatchGetItem",
         "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
     }
     | SEND,
+    # Schedules and queue control: read and write schedules, runs and queue states, query a
+    # schedule's runs (or a shard's range, to catch a queue up), and send what is due soon.
+    "schedules": API_TABLE | SEND,
+    "queues": API_TABLE | SEND,
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
     "example_consumer": CONSUME | SEND | CONSUMER_TABLE,
 }
@@ -102,7 +114,9 @@ def test_table_actions_apply_to_the_job_table_only(synthesized: Synthesized, nam
             assert resources == [table_arn(synthesized)], action
 
 
-@pytest.mark.parametrize("name", ["submit", "sweeper", "jobs", "dags", "dead_letters"])
+@pytest.mark.parametrize(
+    "name", ["submit", "sweeper", "jobs", "dags", "dead_letters", "schedules", "queues"]
+)
 def test_dispatching_functions_may_send_to_every_job_queue_only(
     synthesized: Synthesized, name: str
 ) -> None:
@@ -137,21 +151,24 @@ def test_jobs_may_put_items_but_not_consume_nor_invoke(synthesized: Synthesized)
 
 
 def test_example_consumer_sends_to_its_queue_and_its_dlq_only(synthesized: Synthesized) -> None:
-    # Given the example consumer, attached to the demo queue
+    # Given the example consumer, attached to the demo queue and its priority queue
     allowed = synthesized.allowed("example_consumer")
     demo = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo"), "Arn"]}
     demo_dlq = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-dlq"), "Arn"]}
+    priority = {"Fn::GetAtt": [synthesized.logical_id("JobQueues/demo-priority"), "Arn"]}
+    consumed = sorted([demo, priority], key=str)
 
     # When we look at where it may send
-    # Then it is the demo queue (retries) and the demo DLQ (dead jobs), no other queue
-    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted([demo, demo_dlq], key=str)
-    # And every SQS action applies to those two queues only
+    # Then it is the demo queues (retries) and the demo DLQ (dead jobs), no other queue
+    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted([*consumed, demo_dlq], key=str)
+    # And every SQS action applies to those queues only
     for action, resources in allowed.items():
         if action.startswith("sqs:"):
-            assert {str(resource) for resource in resources} <= {str(demo), str(demo_dlq)}
-    # And the actions that take messages off a queue apply to the demo queue alone (never the DLQ)
+            assert {str(r) for r in resources} <= {str(demo), str(demo_dlq), str(priority)}
+    # And the actions that take messages off a queue apply to the demo queues alone (never
+    # the DLQ)
     for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
-        assert allowed[action] == [demo], action
+        assert sorted(allowed[action], key=str) == consumed, action
 
 
 def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:
@@ -164,7 +181,7 @@ def test_fanout_may_invoke_the_sweeper_only(synthesized: Synthesized) -> None:
     # Then it is the sweeper and the sweeper's own versions and aliases
     assert resources == [sweeper_arn, {"Fn::Join": ["", [sweeper_arn, ":*"]]}]
     # And nobody else may invoke functions
-    for name in ("submit", "jobs", "dags", "sweeper", "example_consumer"):
+    for name in ("submit", "jobs", "dags", "sweeper", "schedules", "queues", "example_consumer"):
         assert "lambda:InvokeFunction" not in synthesized.allowed(name)
 
 

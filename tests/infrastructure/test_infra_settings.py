@@ -209,6 +209,18 @@ def test_example_consumer_queue_must_be_a_configured_queue() -> None:
             {"queues": {"email": {"max_receive_count": 5, "visibility_timeout_seconds": 43201}}},
             "sundial.queues.email.visibility_timeout_seconds",
         ),
+        (
+            {
+                "queues": {
+                    "email": {
+                        "max_receive_count": 5,
+                        "visibility_timeout_seconds": 30,
+                        "priority_queue": "yes",
+                    }
+                }
+            },
+            "sundial.queues.email.priority_queue",
+        ),
         ({"shard_cuont": 64}, "sundial.shard_cuont"),
         ({"example_consumer_queue": "Demo"}, "sundial.example_consumer_queue"),
         ({"example_consumer_queue": 7}, "sundial.example_consumer_queue"),

@@ -37,6 +37,15 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/dags/{dag_id}/resume", "post"),
         ("/jobs/{job_id}/pause", "post"),
         ("/jobs/{job_id}/resume", "post"),
+        ("/schedules", "post"),
+        ("/schedules/{schedule_id}", "get"),
+        ("/schedules/{schedule_id}", "delete"),
+        ("/schedules/{schedule_id}/runs", "get"),
+        ("/schedules/{schedule_id}/pause", "post"),
+        ("/schedules/{schedule_id}/resume", "post"),
+        ("/queues/{queue}", "get"),
+        ("/queues/{queue}/pause", "post"),
+        ("/queues/{queue}/resume", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

@@ -49,6 +49,7 @@ from sundial.lifecycle import (
     attempt_error,
     default_lifecycle_deps,
 )
+from sundial.models import Priority
 from sundial.retry import RetryPolicy
 from sundial.sender import QueueSender
 
@@ -77,8 +78,10 @@ class Heartbeat:
         receipt_handle: str,
         visibility_s: int,
         clock: Clock,
+        priority: Priority = Priority.NORMAL,
     ) -> None:
         self._queues, self._queue, self._receipt = queues, queue, receipt_handle
+        self._priority = priority  # critical and high may have come from a priority queue
         self._visibility_s = visibility_s
         self._clock = clock
         self._stop = threading.Event()
@@ -102,7 +105,9 @@ class Heartbeat:
         interval_ms = self._visibility_s * 1000 // 3
         while self._clock.wait_until(self._clock.now_ms() + interval_ms, self._stop):
             try:
-                self._queues.extend_visibility(self._queue, self._receipt, self._visibility_s)
+                self._queues.extend_visibility(
+                    self._queue, self._receipt, self._visibility_s, self._priority
+                )
             except (ClientError, BotoCoreError):
                 logger.warning("heartbeat failed; the message may be delivered again")
             with self._beat:
@@ -181,6 +186,7 @@ class JobConsumer:
             receipt_handle=receipt_handle,
             visibility_s=self._visibility_s,
             clock=self.deps.clock,
+            priority=envelope.priority,
         )
         self.current_heartbeat = heartbeat
         with heartbeat:

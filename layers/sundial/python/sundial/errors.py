@@ -40,6 +40,14 @@ class DagNotFound(SundialError):
         self.dag_id = dag_id
 
 
+class ScheduleNotFound(SundialError):
+    """No schedule has this id, or it was deleted (HTTP 404)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(f"schedule {schedule_id} not found")
+        self.schedule_id = schedule_id
+
+
 class Conflict(SundialError):
     """The request is valid but the job's state does not allow it (HTTP 409)."""
 

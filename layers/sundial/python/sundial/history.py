@@ -132,7 +132,11 @@ def _event_time_ms(new: Mapping[str, Any], status: str, inserted: bool, fallback
     the stream's approximate creation time (seconds) when the item carries none."""
     stamp: int | None = None
     if status == "pending":
-        stamp = _int(new, "created_at") if inserted else _int(new, "retried_at")
+        # Made pending again by a manual retry or by a resume (sundial.service).
+        later = _int(new, "resumed_at") or _int(new, "retried_at")
+        stamp = _int(new, "created_at") if inserted else later
+    elif status == "paused":
+        stamp = _int(new, "paused_at")
     elif status == "queued":
         stamp = _int(new, "queued_at")
     elif status == "running":

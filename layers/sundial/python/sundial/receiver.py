@@ -27,17 +27,41 @@ class LeaseExpired(Exception):
     """SQS no longer accepts the receipt handle: the lease ran out (or was never valid)."""
 
 
+# A receipt handle from a queue's priority queue is handed out with this prefix, so extending
+# or deleting it later goes to the queue it came from.
+_PRIORITY_RECEIPT = "priority:"
+
+
 class QueueReceiver:
-    def __init__(self, client: SQSClient, queue_urls: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        client: SQSClient,
+        queue_urls: Mapping[str, str],
+        priority_urls: Mapping[str, str] | None = None,
+    ) -> None:
         self._sqs = client
         self._urls = queue_urls
+        self._priority_urls = dict(priority_urls or {})
 
     def receive(
         self, queue: str, *, wait_s: int, max_messages: int, visibility_s: int
     ) -> list[Received]:
-        """Long-poll: returns as soon as a message is there, or empty after `wait_s`."""
+        """Long-poll: returns as soon as a message is there, or empty after `wait_s`. A queue
+        with a priority queue is read there first (without waiting): its critical and high
+        jobs go ahead of the rest."""
+        if queue in self._priority_urls:
+            urgent = self._receive(
+                self._priority_urls[queue], 0, max_messages, visibility_s, _PRIORITY_RECEIPT
+            )
+            if urgent:
+                return urgent
+        return self._receive(self._urls[queue], wait_s, max_messages, visibility_s, "")
+
+    def _receive(
+        self, url: str, wait_s: int, max_messages: int, visibility_s: int, prefix: str
+    ) -> list[Received]:
         response = self._sqs.receive_message(
-            QueueUrl=self._urls[queue],
+            QueueUrl=url,
             WaitTimeSeconds=wait_s,
             MaxNumberOfMessages=max_messages,
             VisibilityTimeout=visibility_s,
@@ -46,23 +70,30 @@ class QueueReceiver:
         return [
             Received(
                 body=message["Body"],
-                receipt_handle=message["ReceiptHandle"],
+                receipt_handle=prefix + message["ReceiptHandle"],
                 receive_count=int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1)),
             )
             for message in response.get("Messages", [])
         ]
 
+    def _source(self, queue: str, receipt_handle: str) -> tuple[str, str]:
+        if receipt_handle.startswith(_PRIORITY_RECEIPT) and queue in self._priority_urls:
+            return self._priority_urls[queue], receipt_handle.removeprefix(_PRIORITY_RECEIPT)
+        return self._urls[queue], receipt_handle
+
     def extend(self, queue: str, receipt_handle: str, seconds: int) -> None:
+        url, handle = self._source(queue, receipt_handle)
         try:
             self._sqs.change_message_visibility(
-                QueueUrl=self._urls[queue], ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+                QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=seconds
             )
         except ClientError as error:
             raise _lease_error(error) from error
 
     def delete(self, queue: str, receipt_handle: str) -> None:
+        url, handle = self._source(queue, receipt_handle)
         try:
-            self._sqs.delete_message(QueueUrl=self._urls[queue], ReceiptHandle=receipt_handle)
+            self._sqs.delete_message(QueueUrl=url, ReceiptHandle=handle)
         except ClientError as error:
             raise _lease_error(error) from error
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.envelope import envelope_body
-from sundial.models import Job
+from sundial.models import Job, Priority
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -40,26 +40,48 @@ class Outgoing:
         return self.job.due_ms if self.due_ms is None else self.due_ms
 
 
+# SQS has no priorities: a queue configured with a priority queue gets these there.
+URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
+
+
 class QueueSender:
-    def __init__(self, client: SQSClient, queue_urls: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        client: SQSClient,
+        queue_urls: Mapping[str, str],
+        priority_urls: Mapping[str, str] | None = None,
+    ) -> None:
         self._sqs = client
         self._urls = queue_urls
+        self._priority_urls = dict(priority_urls or {})
+
+    def url_for(self, queue: str, priority: Priority) -> str:
+        """The SQS queue a job goes to: its queue's priority queue if critical or high and the
+        queue has one, else the queue itself."""
+        if priority in URGENT and queue in self._priority_urls:
+            return self._priority_urls[queue]
+        return self._urls[queue]
 
     def send(self, outgoing: Sequence[Outgoing], *, now_ms: int) -> list[Outgoing]:
         """Send every message; return those SQS did not accept (the caller must not lose them)."""
-        by_queue: dict[str, list[Outgoing]] = defaultdict(list)
+        by_url: dict[str, list[Outgoing]] = defaultdict(list)
         for message in outgoing:
-            by_queue[message.job.queue].append(message)
+            by_url[self.url_for(message.job.queue, message.job.priority)].append(message)
         failed: list[Outgoing] = []
-        for queue, messages in by_queue.items():
+        for url, messages in by_url.items():
             for batch in _batches(messages, now_ms):
-                failed.extend(self._send_batch(self._urls[queue], batch))
+                failed.extend(self._send_batch(url, batch))
         return failed
 
-    def extend_visibility(self, queue: str, receipt_handle: str, seconds: int) -> None:
-        """Keep a message that is being worked on from being delivered again (heartbeat)."""
+    def extend_visibility(
+        self, queue: str, receipt_handle: str, seconds: int, priority: Priority = Priority.NORMAL
+    ) -> None:
+        """Keep a message that is being worked on from being delivered again (heartbeat). The
+        message came from where a job of this queue and priority is sent."""
         self._sqs.change_message_visibility(
-            QueueUrl=self._urls[queue], ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            QueueUrl=self.url_for(queue, priority),
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=seconds,
         )
 
     def _send_batch(self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]]) -> list[Outgoing]:

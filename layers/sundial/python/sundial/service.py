@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from ulid import ULID
 
 from sundial.clock import Clock
+from sundial.direct import DirectSender
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
 from sundial.ids import JobKey
 from sundial.models import Job, Status
+from sundial.queue_state import QueueStateStore
 from sundial.retry import QueueRetryDefaults
 from sundial.sender import Outgoing, QueueSender
 from sundial.store import IdempotencyRecord, JobStore
@@ -38,6 +40,7 @@ class JobService:
         retention_days: int,
         rng: random.Random | None = None,
         on_cancelled: Callable[[Job], None] | None = None,
+        queue_states: QueueStateStore | None = None,
     ) -> None:
         """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
         so a DAG node's cancellation reaches its descendants (sundial.dags)."""
@@ -50,6 +53,8 @@ class JobService:
         self._retention_s = retention_days * 86_400
         self._rng = rng or random.Random()
         self._on_cancelled = on_cancelled
+        self._direct = DirectSender(store=store, sender=sender, clock=clock)
+        self._queue_states = queue_states
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -67,7 +72,10 @@ class JobService:
         now = self._clock.now_ms()
         for index, request in enumerate(requests):
             self.check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
-        jobs = [self.new_job(request, now) for request in requests]
+        paused = self._paused_queues(
+            {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
+        )
+        jobs = [self.new_job(request, now, held=request.queue in paused) for request in requests]
         results: list[Submitted | SundialError | None] = [None] * len(jobs)
         fresh: list[Job] = []
         for index, (request, job) in enumerate(zip(requests, jobs, strict=True)):
@@ -104,14 +112,23 @@ class JobService:
         if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
 
-    def new_job(self, request: SubmitJob, now: int, key: JobKey | None = None) -> Job:
+    def _paused_queues(self, queues: set[str]) -> set[str]:
+        """Which of `queues` are paused: their due-soon jobs wait in the table, unsent, for the
+        queue's resume to catch them up (sundial.queue_state)."""
+        if self._queue_states is None:
+            return set()
+        return {queue for queue in sorted(queues) if self._queue_states.get(queue).paused}
+
+    def new_job(
+        self, request: SubmitJob, now: int, key: JobKey | None = None, *, held: bool = False
+    ) -> Job:
         if key is None:
             key = JobKey(
                 shard=self._rng.randrange(self._shard_count),
                 due_ms=request.due_ms(now),
                 ulid=str(ULID.from_timestamp(now / 1000)),
             )
-        direct = key.due_ms <= now + DIRECT_WINDOW_MS
+        direct = key.due_ms <= now + DIRECT_WINDOW_MS and not held
         return Job(
             key=key,
             queue=request.queue,
@@ -136,20 +153,7 @@ class JobService:
         Send comes before the claim so a crash can never leave a job marked queued but unsent;
         the sweeper never touches direct jobs, so nobody else sends them meanwhile.
         """
-        if not jobs:
-            return []
-        failed = {
-            o.job.id
-            for o in self._sender.send([Outgoing(j) for j in jobs], now_ms=self._clock.now_ms())
-        }
-        now = self._clock.now_ms()
-        for job in jobs:
-            if job.id in failed:
-                continue
-            token = f"{by}:{ULID.from_timestamp(now / 1000)}"
-            if self._store.claim(job.key, token=token, now_ms=now, lease_ms=0).won:
-                job.status, job.queued_at_ms, job.expires_at_s = Status.QUEUED, now, None
-        return [job for job in jobs if job.id in failed]
+        return self._direct.send(jobs, by=by)
 
     def _repeat(self, request: SubmitJob, earlier: IdempotencyRecord) -> Submitted:
         """A submit whose idempotency key was seen before: return the first job, finishing
@@ -233,7 +237,9 @@ class JobService:
             raise JobNotFound(job_id)
         if not paused:
             reason = f"job is {job.status}; only pending jobs can be paused"
-            if job.status is Status.PENDING:
+            if job.status is Status.PENDING and job.schedule_id is not None:
+                reason = f"job is an occurrence of schedule {job.schedule_id}; pause the schedule"
+            elif job.status is Status.PENDING:
                 reason = "job is being handed to SQS; only pending jobs can be paused"
             raise Conflict(reason, status=job.status)
         return job
@@ -244,9 +250,11 @@ class JobService:
         no sweep goes back. A later job waits for the sweeper, ahead of every cursor."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
-        direct = key.due_ms <= now + DIRECT_WINDOW_MS
+        due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
+        current = self._store.get(key) if due_soon and self._queue_states else None
+        held = current is not None and bool(self._paused_queues({current.queue}))
         resumed, job = self._store.resume(
-            key, now_ms=now, direct=direct, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+            key, now_ms=now, direct=due_soon and not held, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )
         if job is None:
             raise JobNotFound(job_id)
@@ -255,7 +263,17 @@ class JobService:
             if job.status is Status.PENDING and job.direct:
                 reason = "job is being resumed; retry shortly"
             raise Conflict(reason, status=job.status)
-        if direct and self.dispatch_direct([job], by="resume"):
+        if held:
+            # Its queue is paused: record it for the queue's catch-up, which sends it. If the
+            # queue was resumed meanwhile, send it here after all (unless its catch-up has).
+            assert self._queue_states is not None
+            taken = None
+            if not self._queue_states.hold(job.queue, job.id):
+                taken = self._store.take_direct(job.key, now_ms=now, stale_before_ms=now)
+            if taken is None:
+                return job
+            job = taken
+        if due_soon and self.dispatch_direct([job], by="resume"):
             raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
         return job
 

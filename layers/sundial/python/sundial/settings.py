@@ -16,13 +16,14 @@ class Settings(BaseModel):
     table_name: str = Field(min_length=3)
     queue_urls: dict[str, str] = Field(min_length=1)
     dead_letter_urls: dict[str, str] = Field(default_factory=dict)
+    priority_queue_urls: dict[str, str] = Field(default_factory=dict)
     retry_defaults: dict[str, QueueRetryDefaults] = Field(default_factory=dict)
     shard_count: int = Field(default=64, ge=1, le=4096)
     retention_days: int = Field(default=30, ge=1, le=3650)
     sweeper_function: str | None = None
     shards_per_sweeper: int = Field(default=8, ge=1)
 
-    @field_validator("queue_urls", "dead_letter_urls", mode="before")
+    @field_validator("queue_urls", "dead_letter_urls", "priority_queue_urls", mode="before")
     @classmethod
     def _parse_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

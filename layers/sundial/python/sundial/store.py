@@ -4,6 +4,8 @@ the table's item layout.
 Item kinds in the one table (pk, sk):
 - job:         ("shard#<n>", "<due ms, 13 digits>#<ULID>")
 - sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries never see it
+- sweep done:  ("shard#<n>", "done#<sweep token>"): that sweep sent all it claimed on the shard
+  (written only when it left the cursor held behind jobs it sent; sorts after job keys too)
 - shard count: ("meta", "shards"): the highest shard count ever deployed
 - idempotency: ("idem#<sha256(queue, key)>", "idem")
 A DAG node is a job item with DAG attributes (`dag_id`, `dag`, `waiting_on`, `done_parents`,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 Item = dict[str, Any]
 
 CURSOR_SK = "cursor"
+SWEEP_DONE_PREFIX = "done#"
 META_PK, SHARDS_SK = "meta", "shards"
 IDEM_SK = "idem"
 _BATCH_WRITE_ATTEMPTS = 5
@@ -66,10 +69,17 @@ def job_to_item(job: Job) -> Item:
         "max_attempts": _n(job.max_attempts),
         "created_at": _n(job.created_at_ms),
     }
-    if job.direct:
-        item["direct"] = {"BOOL": True}
-    if job.idempotency_key is not None:
-        item["idempotency_key"] = _s(job.idempotency_key)
+    for flag, is_set in (("direct", job.direct), ("chained", job.chained)):
+        if is_set:
+            item[flag] = {"BOOL": True}
+    for name, text in (
+        ("idempotency_key", job.idempotency_key),
+        ("claim_token", job.claim_token),
+        ("schedule_id", job.schedule_id),
+        ("result", job.result_json),
+    ):
+        if text is not None:
+            item[name] = _s(text)
     for name, value in (
         ("queued_at", job.queued_at_ms),
         ("cancelled_at", job.cancelled_at_ms),
@@ -78,8 +88,6 @@ def job_to_item(job: Job) -> Item:
     ):
         if value is not None:
             item[name] = _n(value)
-    if job.claim_token is not None:
-        item["claim_token"] = _s(job.claim_token)
     for name, value in (
         ("started_at", job.started_at_ms),
         ("finished_at", job.finished_at_ms),
@@ -91,8 +99,6 @@ def job_to_item(job: Job) -> Item:
             item[name] = _n(value)
     if job.retry is not None:
         item["retry"] = {"M": _retry_to_map(job.retry)}
-    if job.result_json is not None:
-        item["result"] = _s(job.result_json)
     if job.history:
         item["history"] = {"L": [{"M": _error_to_map(e)} for e in job.history]}
     if job.retry_of is not None:
@@ -232,6 +238,8 @@ def item_to_job(item: Item) -> Job:
         retry_attempt=_opt_int(item, "retry_attempt"),
         dag=_dag_from_item(item),
         paused_at_ms=_opt_int(item, "paused_at"),
+        schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
+        chained=item.get("chained", {}).get("BOOL", False),
     )
 
 
@@ -243,10 +251,80 @@ def _is_condition_failure(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
+def write_if(
+    db: DynamoDBClient, table: str, operation: str, **request: Any
+) -> tuple[bool, Item | None]:
+    """A conditional PutItem or UpdateItem. Returns (written, the item as it was if not):
+    a failed condition hands back the old item at no extra cost (ALL_OLD)."""
+    call = db.put_item if operation == "put" else db.update_item
+    try:
+        response = call(
+            TableName=table,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ReturnConsumedCapacity="TOTAL",
+            **request,
+        )
+    except ClientError as error:
+        if _is_condition_failure(error):
+            return False, cast("Item | None", dict(error.response).get("Item"))
+        raise
+    # With ReturnValues=ALL_NEW, hand back the item as written.
+    return True, cast("Item | None", dict(response).get("Attributes"))
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimOutcome:
     won: bool
     current: Job | None  # the item as it was when the claim lost; None if it won or vanished
+    job: Job | None = None  # with return_job, the job as claimed (the sweeper reads no payload)
+
+
+@dataclass(frozen=True, slots=True)
+class DueRef:
+    """What a sweep needs to decide about a job, without its payload (sundial.sweeper reads a
+    whole due range first, to dispatch higher priorities first)."""
+
+    key: JobKey
+    queue: str
+    priority: Priority
+    status: Status
+    direct: bool
+    claim_token: str | None
+    lease_until_ms: int | None
+    retry_of: JobKey | None
+    schedule_id: str | None
+    chained: bool
+    held: bool  # a root of a paused DAG (sundial.dags)
+
+    @property
+    def id(self) -> str:
+        return self.key.job_id
+
+    @property
+    def due_ms(self) -> int:
+        return self.key.due_ms
+
+
+_DUE_REF_ATTRIBUTES = (
+    "pk, sk, #queue, priority, #status, direct, claim_token, lease_until, retry_of,"
+    " schedule_id, chained, held"
+)
+
+
+def _item_to_due_ref(item: Item) -> DueRef:
+    return DueRef(
+        key=JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"]),
+        queue=item["queue"]["S"],
+        priority=Priority(item["priority"]["S"]),
+        status=Status(item["status"]["S"]),
+        direct=item.get("direct", {}).get("BOOL", False),
+        claim_token=item["claim_token"]["S"] if "claim_token" in item else None,
+        lease_until_ms=_opt_int(item, "lease_until"),
+        retry_of=JobKey.from_job_id(item["retry_of"]["S"]) if "retry_of" in item else None,
+        schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
+        chained=item.get("chained", {}).get("BOOL", False),
+        held=item.get("held", {}).get("BOOL", False),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,22 +345,7 @@ class JobStore:
         self._table = table_name
 
     def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
-        """A conditional PutItem or UpdateItem. Returns (written, the item as it was if not):
-        a failed condition hands back the old item at no extra cost (ALL_OLD)."""
-        call = self._db.put_item if operation == "put" else self._db.update_item
-        try:
-            response = call(
-                TableName=self._table,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                ReturnConsumedCapacity="TOTAL",
-                **request,
-            )
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False, cast("Item | None", dict(error.response).get("Item"))
-            raise
-        # With ReturnValues=ALL_NEW, hand back the item as written.
-        return True, cast("Item | None", dict(response).get("Attributes"))
+        return write_if(self._db, self._table, operation, **request)
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -323,14 +386,22 @@ class JobStore:
         lease_ms: int,
         from_token: str | None = None,
         keep_expiry: bool = False,
+        swept: bool = False,
+        chained: bool = False,
+        return_job: bool = False,
     ) -> ClaimOutcome:
         """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
         claim by `from_token` has expired (its claimer crashed before confirming the send).
         The claim clears the item's expiry (set only on direct jobs until they are claimed)
         unless `keep_expiry` (retry timers, which expire once their retention ends). A root of
-        a paused DAG (`held`) is not claimed: resuming the DAG dispatches it."""
+        a paused DAG (`held`) is not claimed: resuming the DAG dispatches it.
+        `swept`: a sweeper's claim, which never takes a direct job (another path sends it, and
+        the sweeper's read may predate it becoming direct). `chained`: also record that the
+        job's schedule has advanced past it."""
         if from_token is None:
             condition = "#status = :pending AND attribute_not_exists(held)"
+            if swept:
+                condition += " AND attribute_not_exists(direct)"
             values: Item = {":pending": _s(Status.PENDING)}
         else:
             condition = "#status = :queued AND claim_token = :old AND lease_until < :now"
@@ -341,18 +412,25 @@ class JobStore:
             ":lease": _n(now_ms + lease_ms),
             ":at": _n(now_ms),
         }
-        won, old = self._write_if(
+        if chained:
+            values[":true"] = {"BOOL": True}
+        won, item = self._write_if(
             "update",
             Key=_key(key),
             UpdateExpression=(
                 "SET #status = :queued, claim_token = :token, lease_until = :lease,"
-                " queued_at = :at" + ("" if keep_expiry else " REMOVE expires_at")
+                " queued_at = :at"
+                + (", chained = :true" if chained else "")
+                + ("" if keep_expiry else " REMOVE expires_at")
             ),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=values,
+            **({"ReturnValues": "ALL_NEW"} if return_job else {}),
         )
-        return ClaimOutcome(won=won, current=item_to_job(old) if old else None)
+        if won:
+            return ClaimOutcome(won=True, current=None, job=item_to_job(item) if item else None)
+        return ClaimOutcome(won=False, current=item_to_job(item) if item else None)
 
     def unclaim(self, key: JobKey, *, token: str) -> bool:
         """queued -> pending after a failed send, only if the claim is still ours."""
@@ -370,17 +448,22 @@ class JobStore:
         )
         return written
 
-    def cancel(self, key: JobKey, *, now_ms: int, expires_at_s: int) -> tuple[bool, Job | None]:
-        """Cancel if pending, queued, failed or blocked. Returns (cancelled now, the job as
-        cancelled, or as it was if not).
+    def cancel(
+        self, key: JobKey, *, now_ms: int, expires_at_s: int, chained: bool = False
+    ) -> tuple[bool, Job | None]:
+        """Cancel if pending, queued, failed, blocked or paused. Returns (cancelled now, the job
+        as cancelled, or as it was if not). `chained`: a schedule's occurrence whose successor is
+        already written.
 
         One conditional write and no read: a missing item fails the condition too, and comes back
         as (False, None).
         """
+        extra: Item = {":true": {"BOOL": True}} if chained else {}
         cancelled, item = self._write_if(
             "update",
             Key=_key(key),
-            UpdateExpression="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires",
+            UpdateExpression="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
+            + (", chained = :true" if chained else ""),
             ConditionExpression=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
@@ -388,20 +471,27 @@ class JobStore:
                 ":now": _n(now_ms),
                 ":expires": _n(expires_at_s),
                 **_CANCELLABLE_VALUES,
+                **extra,
             },
             ReturnValues="ALL_NEW",
         )
         return cancelled, item_to_job(item) if item else None
 
-    def pause(self, key: JobKey, *, now_ms: int) -> tuple[bool, Job | None]:
+    def pause(
+        self, key: JobKey, *, now_ms: int, occurrence: bool = False
+    ) -> tuple[bool, Job | None]:
         """pending -> paused, in one conditional write. Only a job waiting in the table for the
         sweeper may be paused: not one the submit or resume path is sending (direct) nor one
-        already handed to SQS. Returns (paused now, the job as written, or as it was if not)."""
+        already handed to SQS, and not a schedule's occurrence unless `occurrence` (the
+        schedule pauses those). Returns (paused now, the job as written, or as it was if not)."""
+        condition = "#status = :pending AND attribute_not_exists(direct)"
+        if not occurrence:
+            condition += " AND attribute_not_exists(schedule_id)"
         paused, item = self._write_if(
             "update",
             Key=_key(key),
             UpdateExpression="SET #status = :paused, paused_at = :now",
-            ConditionExpression="#status = :pending AND attribute_not_exists(direct)",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
                 ":paused": _s(Status.PAUSED),
@@ -442,6 +532,58 @@ class JobStore:
             ReturnValues="ALL_NEW",
         )
         return written, item_to_job(item) if item else None
+
+    def hold(self, key: JobKey, *, now_ms: int) -> bool:
+        """A schedule's pause: pending or queued (its first attempt not yet run) -> paused.
+        A queued job's message still arrives; the consumer's fence skips a paused job."""
+        held, _ = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET #status = :paused, paused_at = :now",
+            ConditionExpression="#status IN (:pending, :queued) AND attempts = :zero",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":paused": _s(Status.PAUSED),
+                ":pending": _s(Status.PENDING),
+                ":queued": _s(Status.QUEUED),
+                ":zero": _n(0),
+                ":now": _n(now_ms),
+            },
+        )
+        return held
+
+    def take_direct(self, key: JobKey, *, now_ms: int, stale_before_ms: int) -> Job | None:
+        """Make a pending job this caller's to send (direct), so no sweeper claims it: for jobs
+        the cursor may have passed. A job another caller took and abandoned (marked before
+        `stale_before_ms`, never sent) may be taken again. Returns the job as written, or None
+        if it was not pending or someone else holds it."""
+        taken, item = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression="SET direct = :true, resumed_at = :now",
+            ConditionExpression=(
+                "#status = :pending AND (attribute_not_exists(direct) OR resumed_at < :stale)"
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":pending": _s(Status.PENDING),
+                ":true": {"BOOL": True},
+                ":now": _n(now_ms),
+                ":stale": _n(stale_before_ms),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return item_to_job(item) if taken and item else None
+
+    def put_or_existing(self, job: Job) -> tuple[bool, Job]:
+        """Write a job unless its key exists. Returns (created, the job as stored): a failed
+        condition returns the existing item at no extra cost."""
+        written, old = self._write_if(
+            "put", Item=job_to_item(job), ConditionExpression="attribute_not_exists(pk)"
+        )
+        if written or not old:
+            return written, job
+        return False, item_to_job(old)
 
     # -- attempts (the consumer side) ------------------------------------------------------
 
@@ -773,6 +915,30 @@ class JobStore:
         )
         return unheld, item_to_job(item) if item else None
 
+    def query_due_refs(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[DueRef]:
+        """As query_due, but only what a sweep decides on (no payload), so a whole backlog
+        fits in a sweeper's memory."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "ProjectionExpression": _DUE_REF_ATTRIBUTES,
+            "ExpressionAttributeNames": {"#queue": "queue", "#status": "status"},
+            "ExpressionAttributeValues": {
+                ":pk": _s(shard_pk(shard)),
+                ":from": _s(from_sk),
+                ":to": _s(to_sk),
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**request)
+            for item in page.get("Items", []):
+                yield _item_to_due_ref(item)
+            last = page.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
     # -- sweep cursors ----------------------------------------------------------------------
 
     def read_cursors(self, shards: Sequence[int]) -> dict[int, str]:
@@ -813,6 +979,26 @@ class JobStore:
             ExpressionAttributeValues={":c": _s(cursor)},
         )
         return moved
+
+    def record_sweep_done(self, shard: int, token: str, *, expires_at_s: int) -> None:
+        """Record that sweep `token` sent (or un-claimed) everything it claimed on `shard`,
+        so a later sweep that meets its claims behind a held cursor leaves them alone."""
+        self._db.put_item(
+            TableName=self._table,
+            Item={
+                "pk": _s(shard_pk(shard)),
+                "sk": _s(f"{SWEEP_DONE_PREFIX}{token}"),
+                "expires_at": _n(expires_at_s),
+            },
+        )
+
+    def sweep_done(self, shard: int, token: str) -> bool:
+        response = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": _s(shard_pk(shard)), "sk": _s(f"{SWEEP_DONE_PREFIX}{token}")},
+            ConsistentRead=True,
+        )
+        return "Item" in response
 
     # -- shard count ------------------------------------------------------------------------
 

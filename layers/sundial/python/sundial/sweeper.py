@@ -9,6 +9,13 @@ the cursor to just past that frontier, or holds it at the first job it could not
 - the first job left when the Lambda ran short of time.
 A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
 any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
+
+Within the range, higher priority goes first (critical, high, normal, low; then due order), so
+when a backlog exceeds what one sweep can send, the time goes to the urgent jobs. A sweep that
+holds its cursor below jobs it sent records that it finished (a "done" item per shard and
+sweep), so a later sweep re-reading them does not take them over as if it had crashed.
+Pending jobs of a paused queue are passed over (sundial.queue_state); a schedule's occurrence
+first advances its schedule (sundial.chain).
 """
 
 from __future__ import annotations
@@ -19,15 +26,21 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
+from sundial.chain import Action, OccurrenceChain
 from sundial.clock import Clock
 from sundial.ids import due_sk_bound
-from sundial.models import Job, Status
+from sundial.models import Job, Priority, Status
+from sundial.queue_control import CATCH_UP_STALE_MS, CatchUp
+from sundial.queue_state import QueueState, QueueStateStore
 from sundial.sender import SQS_BATCH, Outgoing, QueueSender
-from sundial.store import JobStore
+from sundial.store import DueRef, JobStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
 
 # Flush claimed jobs to SQS once this many are waiting, so a long backlog streams out.
 _FLUSH_AT = SQS_BATCH * 10
+_PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+# A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
+SweptJob = DueRef | Job
 
 
 class SweepRequest(BaseModel):
@@ -46,6 +59,7 @@ class SweepReport:
     send_failures: int = 0
     lost_races: int = 0
     taken_over: int = 0
+    paused: int = 0  # pending jobs of paused queues, passed over
     held_shards: list[int] = field(default_factory=list)
 
     def add(self, other: SweepReport) -> None:
@@ -55,14 +69,29 @@ class SweepReport:
         self.send_failures += other.send_failures
         self.lost_races += other.lost_races
         self.taken_over += other.taken_over
+        self.paused += other.paused
         self.held_shards += other.held_shards
 
 
 class Sweeper:
-    def __init__(self, *, store: JobStore, sender: QueueSender, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        sender: QueueSender,
+        clock: Clock,
+        chain: OccurrenceChain | None = None,
+        queue_states: QueueStateStore | None = None,
+        catch_up: CatchUp | None = None,
+        retention_days: int = 30,
+    ) -> None:
         self._store = store
         self._sender = sender
         self._clock = clock
+        self._chain = chain
+        self._queue_states = queue_states
+        self._catch_up = catch_up
+        self._retention_s = retention_days * 86_400
 
     def sweep(
         self, shards: Sequence[int], *, remaining_ms: Callable[[], int] | None = None
@@ -70,6 +99,10 @@ class Sweeper:
         """Sweep the given shards. `remaining_ms` reports the time left before the Lambda's
         deadline; the sweep stops early (keeping its place) when it runs short."""
         token = f"sweep:{ULID.from_timestamp(self._clock.now_ms() / 1000)}"
+        # Queue states before cursors: a sweep that sees a pause started after it, so its
+        # cursors are at least those the pause recorded (sundial.queue_state).
+        states = self._queue_states.all() if self._queue_states is not None else {}
+        paused = frozenset(name for name, state in states.items() if state.paused)
         cursors = self._store.read_cursors(shards)
         report = SweepReport()
         for shard in shards:
@@ -83,9 +116,36 @@ class Sweeper:
                 cursor=cursors.get(shard),
                 token=token,
                 remaining_ms=remaining_ms,
+                paused_queues=paused,
+                chain=self._chain,
+                retention_s=self._retention_s,
             )
             report.add(shard_sweep.run())
+        self._finish_catch_ups(states, shards, remaining_ms, report)
         return report
+
+    def _finish_catch_ups(
+        self,
+        states: dict[str, QueueState],
+        shards: Sequence[int],
+        remaining_ms: Callable[[], int] | None,
+        report: SweepReport,
+    ) -> None:
+        """A queue resume whose catch-up was cut short (a timeout, a crash) is finished here,
+        for this sweeper's shards, once it is old enough that the resume call has ended."""
+        if self._catch_up is None:
+            return
+        now = self._clock.now_ms()
+        for state in states.values():
+            started = state.catch_started_ms or 0
+            if state.paused or not state.catching_up or now - started < CATCH_UP_STALE_MS:
+                continue
+            outcome = self._catch_up.run(
+                state,
+                shards=shards,
+                has_time=lambda: remaining_ms is None or remaining_ms() >= SWEEP_DEADLINE_MARGIN_MS,
+            )
+            report.dispatched += outcome.dispatched
 
 
 class _ShardSweep:
@@ -99,28 +159,43 @@ class _ShardSweep:
         cursor: str | None,
         token: str,
         remaining_ms: Callable[[], int] | None,
+        paused_queues: frozenset[str] = frozenset(),
+        chain: OccurrenceChain | None = None,
+        retention_s: int = 30 * 86_400,
     ) -> None:
         self._store, self._sender, self._clock = store, sender, clock
         self._shard = shard
         self._cursor = cursor or due_sk_bound(0, upper=False)
         self._token = token
         self._remaining_ms = remaining_ms
+        self._paused_queues = paused_queues
+        self._chain = chain
+        self._retention_s = retention_s
         self._hold: str | None = None  # lowest sort key that must be looked at again
         self._claimed: list[Job] = []
+        self._handled: set[str] = set()  # sort keys already dealt with in this sweep
+        self._frontier_sk = ""
+        self._unclaim_failed = False
+        self._done_tokens: dict[str, bool] = {}
         self.report = SweepReport(shards=1)
 
     def run(self) -> SweepReport:
         now = self._clock.now_ms()
         frontier = now + SWEEP_LOOKAHEAD_MS
-        jobs = self._store.query_due(
-            self._shard, from_sk=self._cursor, to_sk=due_sk_bound(frontier, upper=True)
+        self._frontier_sk = due_sk_bound(frontier, upper=True)
+        refs = list(
+            self._store.query_due_refs(self._shard, from_sk=self._cursor, to_sk=self._frontier_sk)
         )
-        for job in jobs:
-            self.report.seen += 1
+        self.report.seen = len(refs)
+        # Higher priority first, then due order. When the range holds more than one sweep can
+        # send (a backlog after an outage), the time goes to the urgent jobs; the cursor holds
+        # at the lowest job left, and the next sweep continues from there.
+        order = sorted(range(len(refs)), key=lambda i: (_PRIORITY_RANK[refs[i].priority], i))
+        for position, index in enumerate(order):
             if self._short_of_time():
-                self._hold_at(job.key.sk)
+                self._hold_at(min(refs[i].key.sk for i in order[position:]))
                 break
-            self._consider(job)
+            self._consider(refs[index])
             if len(self._claimed) >= _FLUSH_AT:
                 self._flush()
         self._flush()
@@ -129,24 +204,74 @@ class _ShardSweep:
             self._store.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
+            if self.report.dispatched and not self._unclaim_failed:
+                # Jobs this sweep sent may lie above the held cursor: say they were sent, so a
+                # later sweep does not take them over as if this one had died.
+                self._store.record_sweep_done(
+                    self._shard, self._token, expires_at_s=now // 1000 + self._retention_s
+                )
         return self.report
 
-    def _consider(self, job: Job) -> None:
+    def _consider(self, job: SweptJob) -> None:
+        if job.key.sk in self._handled:
+            return  # e.g. an occurrence this sweep wrote, met again further down the range
+        self._handled.add(job.key.sk)
         now = self._clock.now_ms()
         if job.direct:
             return  # the submit path owns it
-        if job.dag is not None and job.dag.held:
+        if _dag_held(job):
             return  # a root of a paused DAG: resuming the DAG dispatches it
         if job.status is Status.PENDING:
-            self._claim(job, now, from_token=None)
+            if job.queue in self._paused_queues:
+                self.report.paused += 1
+                return  # stays pending; the queue's resume catches it up
+            if job.schedule_id is not None and self._chain is not None:
+                self._occurrence(job, now)
+            else:
+                self._claim(job, now, from_token=None)
         elif job.status is Status.QUEUED and job.claim_token != self._token:
+            if job.claim_token is not None and self._sweep_done(job.claim_token):
+                return  # sent by a sweep that finished; its cursor was held below it
             if job.lease_until_ms is not None and job.lease_until_ms < now:
                 self.report.taken_over += 1
                 self._claim(job, now, from_token=job.claim_token)
             else:
                 self._hold_at(job.key.sk)  # another live sweeper is sending it; it may fail
+        elif (
+            job.status is Status.CANCELLED
+            and job.schedule_id is not None
+            and not job.chained
+            and self._chain is not None
+        ):
+            # An occurrence cancelled before its time: the schedule goes on from it.
+            self._follow(self._chain.advance(job, now_ms=now).successor)
 
-    def _claim(self, job: Job, now: int, *, from_token: str | None) -> None:
+    def _occurrence(self, job: SweptJob, now: int) -> None:
+        """Advance the schedule (sundial.chain) before dispatching its occurrence."""
+        assert self._chain is not None
+        advance = self._chain.advance(job, now_ms=now)
+        if advance.action is Action.FIRE:
+            self._claim(job, now, from_token=None, chained=True)
+        elif advance.action is Action.PARK:
+            self._store.pause(job.key, now_ms=now, occurrence=True)
+        elif advance.action in (Action.SKIP, Action.DROP):
+            self._store.cancel(
+                job.key,
+                now_ms=now,
+                expires_at_s=self._chain.expiry(now),
+                chained=advance.action is Action.SKIP,
+            )
+        self._follow(advance.successor)
+
+    def _follow(self, successor: Job | None) -> None:
+        """A successor due within this sweep's range is dispatched now: the cursor is about to
+        pass it, and the query may have read its page before it was written."""
+        if successor is not None and successor.key.sk <= self._frontier_sk:
+            self._consider(successor)
+
+    def _claim(
+        self, job: SweptJob, now: int, *, from_token: str | None, chained: bool = False
+    ) -> None:
         outcome = self._store.claim(
             job.key,
             token=self._token,
@@ -154,9 +279,12 @@ class _ShardSweep:
             lease_ms=CLAIM_LEASE_MS,
             from_token=from_token,
             keep_expiry=job.retry_of is not None,
+            swept=True,
+            chained=chained,
+            return_job=True,
         )
-        if outcome.won:
-            self._claimed.append(job)
+        if outcome.won and outcome.job is not None:
+            self._claimed.append(outcome.job)
             return
         self.report.lost_races += 1
         current = outcome.current
@@ -173,8 +301,16 @@ class _ShardSweep:
         for message in failed:
             self.report.send_failures += 1
             # Best effort: if this write fails too, the claim's lease expires and it is retaken.
-            self._store.unclaim(message.job.key, token=self._token)
+            if not self._store.unclaim(message.job.key, token=self._token):
+                self._unclaim_failed = True
             self._hold_at(message.job.key.sk)
+
+    def _sweep_done(self, token: str) -> bool:
+        if token not in self._done_tokens:
+            self._done_tokens[token] = token.startswith("sweep:") and self._store.sweep_done(
+                self._shard, token
+            )
+        return self._done_tokens[token]
 
     def _hold_at(self, sk: str) -> None:
         if self._hold is None or sk < self._hold:
@@ -182,3 +318,10 @@ class _ShardSweep:
 
     def _short_of_time(self) -> bool:
         return self._remaining_ms is not None and self._remaining_ms() < SWEEP_DEADLINE_MARGIN_MS
+
+
+def _dag_held(job: SweptJob) -> bool:
+    """A root of a paused DAG (sundial.dags): read as a DueRef, or as a Job (a successor)."""
+    if isinstance(job, DueRef):
+        return job.held
+    return job.dag is not None and job.dag.held

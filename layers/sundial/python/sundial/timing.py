@@ -10,6 +10,11 @@
   is never written behind a cursor, so no sweep can pass over it.
 - A sweeper claim is a lease: if the claimer dies before it has sent the job and advanced the
   cursor, the job is taken over once CLAIM_LEASE has passed (longer than a sweeper can live).
+- Some paths make a job pending again, or write one, within DIRECT_WINDOW: resuming a paused
+  job or schedule, a new schedule's first occurrences, a paused queue's due-soon jobs. A sweep
+  may already have passed them, so those paths send them themselves (sundial.release: the job
+  is made `direct` first, so no sweeper claims it too), or, for a paused queue, record them for
+  the catch-up its resume runs (sundial.queue_state).
 """
 
 from __future__ import annotations

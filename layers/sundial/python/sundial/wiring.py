@@ -16,14 +16,21 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from sundial.chain import OccurrenceChain
 from sundial.clock import Clock, SystemClock
 from sundial.dags import DagProgress, DagService
 from sundial.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
+from sundial.direct import DirectSender
 from sundial.fanout import LambdaLauncher, Launch
 from sundial.history import HistoryRecorder, HistorySettings, HistoryWriter
 from sundial.leases import LeaseService
 from sundial.lifecycle import Attempts, LifecycleDeps
+from sundial.queue_control import CatchUp, QueueControl
+from sundial.queue_state import QueueStateStore
 from sundial.receiver import QueueReceiver
+from sundial.release import Releaser
+from sundial.schedule_service import ScheduleService
+from sundial.schedule_store import ScheduleStore
 from sundial.sender import QueueSender
 from sundial.service import JobService
 from sundial.settings import Settings
@@ -53,12 +60,18 @@ class Dependencies:
         return self._session.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
 
     @cached_property
+    def _dynamodb(self) -> Any:
+        return self._client("dynamodb")
+
+    @cached_property
     def store(self) -> JobStore:
-        return JobStore(self._client("dynamodb"), self.settings.table_name)
+        return JobStore(self._dynamodb, self.settings.table_name)
 
     @cached_property
     def sender(self) -> QueueSender:
-        return QueueSender(self._client("sqs"), self.settings.queue_urls)
+        return QueueSender(
+            self._client("sqs"), self.settings.queue_urls, self.settings.priority_queue_urls
+        )
 
     @cached_property
     def dead_letter_sender(self) -> QueueSender:
@@ -75,6 +88,7 @@ class Dependencies:
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
             on_cancelled=self.dag_progress.node_stopped,
+            queue_states=self.queue_states,
         )
 
     @cached_property
@@ -130,12 +144,89 @@ class Dependencies:
 
     @cached_property
     def leases(self) -> LeaseService:
-        receiver = QueueReceiver(self._client("sqs"), self.settings.queue_urls)
+        receiver = QueueReceiver(
+            self._client("sqs"), self.settings.queue_urls, self.settings.priority_queue_urls
+        )
         return LeaseService(attempts=self.attempts, receiver=receiver)
 
     @cached_property
     def sweeper(self) -> Sweeper:
-        return Sweeper(store=self.store, sender=self.sender, clock=self.clock)
+        return Sweeper(
+            store=self.store,
+            sender=self.sender,
+            clock=self.clock,
+            chain=self.chain,
+            queue_states=self.queue_states,
+            catch_up=self.catch_up,
+            retention_days=self.settings.retention_days,
+        )
+
+    # -- schedules and queue pauses ---------------------------------------------------------
+
+    @cached_property
+    def schedule_store(self) -> ScheduleStore:
+        return ScheduleStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def queue_states(self) -> QueueStateStore:
+        return QueueStateStore(self._dynamodb, self.settings.table_name)
+
+    @property
+    def _default_attempts(self) -> dict[str, int]:
+        return {
+            queue: self.settings.retry_defaults_for(queue).max_attempts
+            for queue in self.settings.queue_urls
+        }
+
+    @cached_property
+    def chain(self) -> OccurrenceChain:
+        return OccurrenceChain(
+            schedules=self.schedule_store,
+            store=self.store,
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+            default_attempts=self._default_attempts,
+        )
+
+    @cached_property
+    def releaser(self) -> Releaser:
+        return Releaser(
+            store=self.store,
+            chain=self.chain,
+            direct=DirectSender(store=self.store, sender=self.sender, clock=self.clock),
+            queue_states=self.queue_states,
+            clock=self.clock,
+        )
+
+    @cached_property
+    def catch_up(self) -> CatchUp:
+        return CatchUp(
+            states=self.queue_states, releaser=self.releaser, store=self.store, clock=self.clock
+        )
+
+    @cached_property
+    def queue_control(self) -> QueueControl:
+        return QueueControl(
+            states=self.queue_states,
+            store=self.store,
+            catch_up=self.catch_up,
+            clock=self.clock,
+            queues=self.settings.queue_urls.keys(),
+            shard_count=self.settings.shard_count,
+        )
+
+    @cached_property
+    def schedules(self) -> ScheduleService:
+        return ScheduleService(
+            schedules=self.schedule_store,
+            store=self.store,
+            releaser=self.releaser,
+            clock=self.clock,
+            queues=self.settings.queue_urls.keys(),
+            default_attempts=self._default_attempts,
+            shard_count=self.settings.shard_count,
+            retention_days=self.settings.retention_days,
+        )
 
     @cached_property
     def launcher(self) -> Launch:

@@ -17,6 +17,7 @@ from sundial.errors import (
     InvalidInput,
     JobNotFound,
     QueueNotFound,
+    ScheduleNotFound,
     SundialError,
     Unavailable,
 )
@@ -29,6 +30,7 @@ _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     JobNotFound: HTTPStatus.NOT_FOUND,
     QueueNotFound: HTTPStatus.NOT_FOUND,
     DagNotFound: HTTPStatus.NOT_FOUND,
+    ScheduleNotFound: HTTPStatus.NOT_FOUND,
     Conflict: HTTPStatus.CONFLICT,
     Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
 }
@@ -43,10 +45,10 @@ def error_response(status: HTTPStatus, body: ErrorBody) -> Response[str]:
 
 
 def _field_name(loc: Sequence[Any]) -> str:
-    """('body', 'jobs', 3, 'run_at') -> 'jobs[3].run_at'."""
+    """('body', 'jobs', 3, 'run_at') -> 'jobs[3].run_at'; ('query', 'limit') -> 'limit'."""
     name = ""
     for part in loc:
-        if part == "body" and not name:
+        if part in ("body", "query", "path") and not name:
             continue
         if isinstance(part, int):
             name += f"[{part}]"

@@ -3,11 +3,17 @@ function). Each route parses, calls the domain, and shapes the response."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, Field
 
 from sundial.api.models import ErrorBody, JobSummary
 from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
+from sundial.clock import to_rfc3339
+from sundial.queue_state import QueueState
 from sundial.wiring import dependencies
 
 job_control_router = Router()  # type: ignore[no-untyped-call]
@@ -50,3 +56,70 @@ def resume_job(job_id: JobId) -> JobSummary:
     job = dependencies().jobs.resume(job_id)
     metrics.add_metric(name="JobsResumed", unit=MetricUnit.Count, value=1)
     return JobSummary.of(job)
+
+
+queues_router = Router()  # type: ignore[no-untyped-call]
+QueueName = Annotated[str, Path(description="A queue declared in cdk.json", max_length=40)]
+_UNKNOWN_QUEUE = _documented(ErrorBody, "Unknown queue")
+
+
+class QueueDetail(BaseModel):
+    queue: str
+    paused: bool
+    paused_at: str | None = Field(description="Since when, if paused")
+    catching_up: bool = Field(
+        description="A resume's catch-up is still releasing jobs held during the pause (the "
+        "sweepers finish one that a resume could not)"
+    )
+    dispatched: int | None = Field(
+        default=None, description="On resume: jobs the resume call handed to SQS itself"
+    )
+
+    @classmethod
+    def of(cls, state: QueueState, dispatched: int | None = None) -> QueueDetail:
+        return cls(
+            queue=state.name,
+            paused=state.paused,
+            paused_at=to_rfc3339(state.paused_at_ms) if state.paused_at_ms else None,
+            catching_up=state.catching_up,
+            dispatched=dispatched,
+        )
+
+
+@queues_router.get(
+    "/queues/<queue>",
+    summary="Get a queue's state",
+    tags=["queues"],
+    responses={200: _documented(QueueDetail, "The queue"), 404: _UNKNOWN_QUEUE, 400: _INVALID},
+)
+def get_queue(queue: QueueName) -> QueueDetail:
+    return QueueDetail.of(dependencies().queue_control.get(queue))
+
+
+@queues_router.post(
+    "/queues/<queue>/pause",
+    summary="Pause a queue",
+    description="Its jobs stay pending and nothing hands them to SQS (sweeps, direct submits, "
+    "resumes, schedules) until it is resumed; other queues are unaffected. Jobs already in "
+    "SQS still run. Pausing again is harmless.",
+    tags=["queues"],
+    responses={200: _documented(QueueDetail, "Paused"), 404: _UNKNOWN_QUEUE, 400: _INVALID},
+)
+def pause_queue(queue: QueueName) -> QueueDetail:
+    state = dependencies().queue_control.pause(queue)
+    metrics.add_metric(name="QueuesPaused", unit=MetricUnit.Count, value=1)
+    return QueueDetail.of(state)
+
+
+@queues_router.post(
+    "/queues/<queue>/resume",
+    summary="Resume a queue",
+    description="Jobs that came due while it was paused are handed to SQS at once, the rest "
+    "at their time. Resuming a running queue finishes an unfinished catch-up, if any.",
+    tags=["queues"],
+    responses={200: _documented(QueueDetail, "Running"), 404: _UNKNOWN_QUEUE, 400: _INVALID},
+)
+def resume_queue(queue: QueueName) -> QueueDetail:
+    view = dependencies().queue_control.resume(queue)
+    metrics.add_metric(name="QueuesResumed", unit=MetricUnit.Count, value=1)
+    return QueueDetail.of(view.state, dispatched=view.dispatched)

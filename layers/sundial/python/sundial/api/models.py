@@ -67,6 +67,9 @@ class JobDetail(JobSummary):
     next_attempt_at: str | None = Field(default=None, description="When a failed job retries")
     cancelled_at: str | None = None
     paused_at: str | None = Field(default=None, description="When a paused job was paused")
+    schedule_id: str | None = Field(
+        default=None, description="The schedule this job is an occurrence of, if any"
+    )
     result: JsonValue = Field(default=None, description="What the consumer returned (≤ 16 KiB)")
     last_error: AttemptErrorView | None = None
     history: list[AttemptErrorView] = Field(
@@ -89,6 +92,7 @@ class JobDetail(JobSummary):
             next_attempt_at=_time(job.next_attempt_at_ms),
             cancelled_at=_time(job.cancelled_at_ms),
             paused_at=_time(job.paused_at_ms),
+            schedule_id=job.schedule_id,
             result=json.loads(job.result_json) if job.result_json is not None else None,
             last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,
             history=[AttemptErrorView.of(error) for error in job.history],

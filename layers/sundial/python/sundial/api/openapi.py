@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 from sundial.api.app import API_TITLE, API_VERSION, build_resolver
-from sundial.api.control import job_control_router
+from sundial.api.control import job_control_router, queues_router
 from sundial.api.dags import dags_router
 from sundial.api.dead_letter_routes import dead_letters_router
 from sundial.api.routes import jobs_router, submit_router
+from sundial.api.schedules import schedules_router
 from sundial.api.worker_routes import workers_router
 
 
@@ -21,14 +22,17 @@ def openapi_json() -> str:
         workers_router,
         dags_router,
         job_control_router,
+        schedules_router,
+        queues_router,
     )
     document: dict[str, Any] = json.loads(
         resolver.get_openapi_json_schema(
             title=API_TITLE,
             version=API_VERSION,
             summary="Serverless delayed-job scheduler and job queue",
-            description="Submit jobs to run at a time or after a delay; they are handed to your "
-            "SQS queue at their due second. In AWS every route needs IAM (SigV4) auth.",
+            description="Submit jobs to run at a time or after a delay, or on a recurring "
+            "schedule; they are handed to your SQS queue at their due second. In AWS every "
+            "route needs IAM (SigV4) auth.",
         )
     )
     # Powertools documents its own 422 for validation errors; Sundial answers those with 400.

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sundial.local.functions import FunctionHost, InvocationError
 from sundial.local.template import ACCOUNT_ID, REGION, RouteSpec
@@ -186,10 +186,19 @@ def _http_api_event(  # noqa: PLR0917 - one request's parts, all needed
             "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
             "timeEpoch": int(time.time() * 1000),
         },
+        # API Gateway joins repeated query parameters with commas.
+        "queryStringParameters": _query_parameters(query),
         "pathParameters": path_parameters or None,
         "body": text if body else None,
         "isBase64Encoded": encoded,
     }
+
+
+def _query_parameters(query: str) -> dict[str, str] | None:
+    joined: dict[str, list[str]] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        joined.setdefault(name, []).append(value)
+    return {name: ",".join(values) for name, values in joined.items()} or None
 
 
 def _http_api_response(result: Any) -> tuple[int, dict[str, str], bytes]:

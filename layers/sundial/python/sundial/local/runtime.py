@@ -104,7 +104,9 @@ class LocalRuntime:
         sqs = self.session.client("sqs", endpoint_url=config.emulator_url)
         for lid in self.template.of_type("AWS::SQS::Queue"):
             self.queue_names[self.template.get_att(lid, "QueueName")] = self.template.physical[lid]
-        sundial_names = {url: name for name, url in self.job_queue_urls().items()}
+        sundial_names = {url: name for name, url in self.job_queue_urls().items()} | {
+            url: f"{name} (priority)" for name, url in self.priority_queue_urls().items()
+        }
         streams = self.session.client("dynamodbstreams", endpoint_url=config.emulator_url)
         s3 = self.session.client("s3", endpoint_url=config.emulator_url)
         for source in self.template.event_sources():
@@ -148,8 +150,15 @@ class LocalRuntime:
 
     def job_queue_urls(self) -> dict[str, str]:
         """The job queues' URLs by Sundial queue name, as the functions' environment has them."""
-        submit = next(h for h in self.hosts.values() if "SUNDIAL_QUEUE_URLS" in h.spec.environment)
-        urls: dict[str, str] = json.loads(submit.spec.environment["SUNDIAL_QUEUE_URLS"])
+        return self._urls_variable("SUNDIAL_QUEUE_URLS")
+
+    def priority_queue_urls(self) -> dict[str, str]:
+        """The priority queues' URLs by the name of the queue they belong to."""
+        return self._urls_variable("SUNDIAL_PRIORITY_QUEUE_URLS")
+
+    def _urls_variable(self, variable: str) -> dict[str, str]:
+        host = next(h for h in self.hosts.values() if "SUNDIAL_QUEUE_URLS" in h.spec.environment)
+        urls: dict[str, str] = json.loads(host.spec.environment.get(variable, "{}"))
         return urls
 
     def bucket_name(self, logical_id_part: str) -> str:

@@ -96,13 +96,17 @@ def status_table(runtime: LocalRuntime, table_counts: TableCounts, sqs: Any) -> 
     columns = ("queue", *statuses, "SQS: delayed", "ready", "in flight", "consumed")
     for column in columns:
         table.add_column(column, justify="left" if column == "queue" else "right")
-    for name, url in sorted(runtime.job_queue_urls().items()):
+    priority = runtime.priority_queue_urls()
+    rows = [(name, url, True) for name, url in runtime.job_queue_urls().items()]
+    rows += [(f"{name} (priority)", url, False) for name, url in priority.items()]
+    for name, url, has_jobs in sorted(rows):
         attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         by_status = counts.get(name, Counter())
         consumed = runtime.counts.get(f"{name}:done", 0)
         table.add_row(
             name,
-            *(str(by_status[status]) for status in statuses),
+            # A priority queue's jobs are counted on their queue's row.
+            *(str(by_status[status]) if has_jobs else "" for status in statuses),
             attributes.get("ApproximateNumberOfMessagesDelayed", "0"),
             attributes.get("ApproximateNumberOfMessages", "0"),
             attributes.get("ApproximateNumberOfMessagesNotVisible", "0"),

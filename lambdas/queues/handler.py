@@ -1,0 +1,22 @@
+"""GET /queues/{queue}; POST /queues/{queue}/pause and /resume."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sundial.api.app import build_resolver
+from sundial.api.control import queues_router
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+app = build_resolver(queues_router)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

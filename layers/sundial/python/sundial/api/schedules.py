@@ -1,0 +1,249 @@
+"""/schedules: recurring jobs (served by the schedules function). Each route parses, calls the
+domain (sundial.schedule_service), and shapes the response."""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel, Field, JsonValue
+
+from sundial.api.models import ErrorBody
+from sundial.api.routes import _INVALID, _documented, metrics
+from sundial.clock import to_rfc3339
+from sundial.errors import InvalidInput
+from sundial.models import Priority, Status
+from sundial.retry import RetryPolicy
+from sundial.schedule_service import RunView, ScheduleView
+from sundial.schedules import CreateSchedule, Misfire, RunOutcome, RunRecord, ScheduleState
+from sundial.submission import parse_rfc3339
+from sundial.wiring import dependencies
+
+ScheduleId = Annotated[
+    str, Path(description="The schedule id returned by POST /schedules", max_length=100)
+]
+
+schedules_router = Router()  # type: ignore[no-untyped-call]
+_UNKNOWN = _documented(ErrorBody, "Unknown schedule")
+
+
+def _time(ms: int | None) -> str | None:
+    return to_rfc3339(ms) if ms is not None else None
+
+
+class RunSummary(BaseModel):
+    scheduled_for: str = Field(description="The occurrence's time (its job's run_at)")
+    job_id: str
+    outcome: RunOutcome = Field(
+        description="fired: handed to SQS as a job; skipped: missed and not run (misfire "
+        "policy); cancelled: the occurrence's job was cancelled before its time"
+    )
+    decided_at: str = Field(description="When the sweeper (or a resume) dispatched or skipped it")
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunSummary:
+        return cls(
+            scheduled_for=to_rfc3339(run.at_ms),
+            job_id=run.job_id,
+            outcome=run.outcome,
+            decided_at=to_rfc3339(run.decided_at_ms),
+        )
+
+
+class RunDetail(RunSummary):
+    status: Status | None = Field(description="The job's status now; null once it has expired")
+    attempts: int | None = None
+    finished_at: str | None = None
+
+    @classmethod
+    def of_view(cls, view: RunView) -> RunDetail:
+        job = view.job
+        return cls(
+            **RunSummary.of(view.run).model_dump(),
+            status=job.status if job else None,
+            attempts=job.attempts if job else None,
+            finished_at=_time(job.finished_at_ms) if job else None,
+        )
+
+
+class RunsPage(BaseModel):
+    runs: list[RunDetail] = Field(description="Newest first")
+    next_before: str | None = Field(
+        description="Pass as `before` for the next (older) page; null on the last page"
+    )
+
+
+class ScheduleDetail(BaseModel):
+    id: str
+    name: str | None
+    cron: str | None
+    rate: str | None
+    timezone: str
+    queue: str
+    payload: JsonValue
+    priority: Priority
+    max_attempts: int | None
+    retry: RetryPolicy | None
+    start_at: str | None
+    end_at: str | None
+    misfire: Misfire
+    state: ScheduleState
+    created_at: str
+    paused_at: str | None
+    next_run_at: str | None = Field(
+        description="The next occurrence from now; null while paused or once ended"
+    )
+    last_run: RunSummary | None = Field(
+        description="The latest occurrence dispatched (or skipped); those due within 15 "
+        "minutes are dispatched ahead, with SQS delays"
+    )
+
+    @classmethod
+    def of(cls, view: ScheduleView) -> ScheduleDetail:
+        schedule = view.schedule
+        return cls(
+            id=schedule.id,
+            name=schedule.name,
+            cron=schedule.cron,
+            rate=schedule.rate,
+            timezone=schedule.timezone,
+            queue=schedule.queue,
+            payload=json.loads(schedule.payload_json),
+            priority=schedule.priority,
+            max_attempts=schedule.max_attempts,
+            retry=schedule.retry,
+            start_at=_time(schedule.start_at_ms),
+            end_at=_time(schedule.end_at_ms),
+            misfire=schedule.misfire,
+            state=schedule.state,
+            created_at=to_rfc3339(schedule.created_at_ms),
+            paused_at=_time(schedule.paused_at_ms),
+            next_run_at=_time(view.next_run_at_ms),
+            last_run=RunSummary.of(view.last_run) if view.last_run else None,
+        )
+
+
+class Deleted(BaseModel):
+    id: str
+    state: ScheduleState
+
+
+def _json(status: int, model: BaseModel) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=model.model_dump_json(),
+    )
+
+
+@schedules_router.post(
+    "/schedules",
+    summary="Create a recurring schedule",
+    description="Every occurrence is an ordinary job on `queue`. Give exactly one of `cron` "
+    "or `rate`. An occurrence due within 15 minutes is sent by this call.",
+    tags=["schedules"],
+    responses={
+        201: _documented(ScheduleDetail, "Created"),
+        200: _documented(ScheduleDetail, "The earlier schedule with this idempotency_key"),
+        400: _INVALID,
+        409: _documented(ErrorBody, "idempotency_key reused for another schedule"),
+        503: _documented(ErrorBody, "AWS was unavailable; retry (with an idempotency_key)"),
+    },
+)
+def create_schedule(request: CreateSchedule) -> Response[str]:
+    deps = dependencies()
+    created = deps.schedules.create(request)
+    metrics.add_metric(name="SchedulesCreated", unit=MetricUnit.Count, value=int(created.created))
+    view = deps.schedules.get(created.schedule.id)
+    status = HTTPStatus.CREATED if created.created else HTTPStatus.OK
+    return _json(status, ScheduleDetail.of(view))
+
+
+@schedules_router.get(
+    "/schedules/<schedule_id>",
+    summary="Get a schedule",
+    tags=["schedules"],
+    responses={200: _documented(ScheduleDetail, "The schedule"), 400: _INVALID, 404: _UNKNOWN},
+)
+def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
+    return ScheduleDetail.of(dependencies().schedules.get(schedule_id))
+
+
+@schedules_router.get(
+    "/schedules/<schedule_id>/runs",
+    summary="List a schedule's runs",
+    description="Newest first, each with its job's current status. Page with `before`.",
+    tags=["schedules"],
+    responses={200: _documented(RunsPage, "A page of runs"), 400: _INVALID, 404: _UNKNOWN},
+)
+def list_runs(
+    schedule_id: ScheduleId,
+    limit: Annotated[int, Query(ge=1, le=100, description="Runs per page")] = 20,
+    before: Annotated[
+        str | None,
+        Query(max_length=40, description="Only runs scheduled before this time (RFC 3339)"),
+    ] = None,
+) -> RunsPage:
+    before_ms = None
+    if before is not None:
+        try:
+            before_ms = parse_rfc3339(before)
+        except ValueError as error:
+            raise InvalidInput("before", str(error)) from None
+    runs, more = dependencies().schedules.runs(schedule_id, limit=limit, before_ms=before_ms)
+    return RunsPage(runs=[RunDetail.of_view(r) for r in runs], next_before=_time(more))
+
+
+@schedules_router.post(
+    "/schedules/<schedule_id>/pause",
+    summary="Pause a schedule",
+    description="No occurrence runs until it is resumed, including those already handed to "
+    "SQS for a time still ahead (their consumer skips them). Pausing again is harmless.",
+    tags=["schedules"],
+    responses={200: _documented(ScheduleDetail, "Paused"), 400: _INVALID, 404: _UNKNOWN},
+)
+def pause_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
+    deps = dependencies()
+    deps.schedules.pause(schedule_id)
+    metrics.add_metric(name="SchedulesPaused", unit=MetricUnit.Count, value=1)
+    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+
+
+@schedules_router.post(
+    "/schedules/<schedule_id>/resume",
+    summary="Resume a paused schedule",
+    description="Occurrences still ahead run at their time; missed ones follow the misfire "
+    "policy (fire_once: one runs now; skip: none); then the normal cadence.",
+    tags=["schedules"],
+    responses={
+        200: _documented(ScheduleDetail, "Active again"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _documented(ErrorBody, "The schedule is not paused"),
+        503: _documented(ErrorBody, "AWS was unavailable; resume again to finish"),
+    },
+)
+def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
+    deps = dependencies()
+    deps.schedules.resume(schedule_id)
+    metrics.add_metric(name="SchedulesResumed", unit=MetricUnit.Count, value=1)
+    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+
+
+@schedules_router.delete(
+    "/schedules/<schedule_id>",
+    summary="Delete a schedule",
+    description="Nothing more runs: occurrences not yet due are cancelled. Deleting again "
+    "is harmless; the schedule is then 404 to GET.",
+    tags=["schedules"],
+    responses={200: _documented(Deleted, "Deleted"), 400: _INVALID, 404: _UNKNOWN},
+)
+def delete_schedule(schedule_id: ScheduleId) -> Deleted:
+    dependencies().schedules.delete(schedule_id)
+    metrics.add_metric(name="SchedulesDeleted", unit=MetricUnit.Count, value=1)
+    return Deleted(id=schedule_id, state=ScheduleState.DELETED)

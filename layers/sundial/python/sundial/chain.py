@@ -1,0 +1,132 @@
+"""The occurrence chain: how a schedule moves from one occurrence to the next.
+
+A schedule has, at any time, one occurrence waiting in the table (the head). Whoever dispatches
+the head (the sweeper, or an API call for a head the cursor may have passed) first advances the
+chain, in this order, so a crash at any step skips nothing and a race creates nothing twice:
+1. read the schedule (deleted -> drop the occurrence; paused -> park it, nothing advances);
+2. decide: on time -> fire it, successor = the next occurrence after it; missed (more than
+   MISFIRE_GRACE late) -> fire it (`fire_once`) or skip it (`skip`), successor = the next
+   occurrence after now;
+3. write that decision as the occurrence's run record, put-if-absent: if one exists (a racing
+   sweeper, or an attempt that crashed), its decision holds instead;
+4. put the successor, put-if-absent (its key is derived from the schedule and its time);
+5. only then the caller claims the occurrence (fire) or cancels it (skip). Until that write the
+   occurrence stays pending, so whoever comes next repeats steps 1-4 and reaches the same state.
+A waiting schedule costs nothing: no scan, no timer, just its head item in the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from sundial.clock import Clock
+from sundial.ids import JobKey
+from sundial.models import Job, Status
+from sundial.schedule_store import ScheduleStore
+from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
+from sundial.store import JobStore
+
+# An occurrence found still pending this long after its time was missed (nothing dispatched it
+# while it was due: an outage, a paused queue); the misfire policy decides its fate. A healthy
+# sweeper claims an occurrence about 14 minutes ahead, so an on-time one is never this late.
+MISFIRE_GRACE_MS = 60_000
+
+
+class Action(StrEnum):
+    FIRE = "fire"  # the caller dispatches the occurrence (claim, send)
+    SKIP = "skip"  # the caller cancels it: missed and skipped by the misfire policy
+    PARK = "park"  # the schedule is paused: the caller pauses it; nothing advanced
+    DROP = "drop"  # the schedule is gone: the caller cancels it; nothing advanced
+    NONE = "none"  # the occurrence was already finished (e.g. cancelled); the chain advanced
+
+
+class Occurrence(Protocol):
+    """What the chain reads of an occurrence: a Job, or the sweeper's DueRef of one."""
+
+    @property
+    def key(self) -> JobKey: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def due_ms(self) -> int: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def schedule_id(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    action: Action
+    successor: Job | None = None  # the next occurrence, as stored (pending unless handled)
+    successor_created: bool = False
+
+
+class OccurrenceChain:
+    def __init__(
+        self,
+        *,
+        schedules: ScheduleStore,
+        store: JobStore,
+        clock: Clock,
+        retention_days: int,
+        default_attempts: dict[str, int] | None = None,
+    ) -> None:
+        self._schedules = schedules
+        self._store = store
+        self._clock = clock
+        self._retention_s = retention_days * 86_400
+        self._default_attempts = default_attempts or {}
+
+    def advance(
+        self, occurrence: Occurrence, *, now_ms: int, schedule: Schedule | None = None
+    ) -> Advance:
+        """Steps 1-4 above for `occurrence` (pending, or finished without having fired)."""
+        assert occurrence.schedule_id is not None
+        current = self._schedules.get(occurrence.schedule_id) if schedule is None else schedule
+        if current is None or current.state is ScheduleState.DELETED:
+            return Advance(Action.DROP)
+        if current.state is ScheduleState.PAUSED and occurrence.status is Status.PENDING:
+            return Advance(Action.PARK)
+        run = self._schedules.record_run(
+            self._decide(current, occurrence, now_ms),
+            expires_at_s=occurrence.due_ms // 1000 + self._retention_s,
+        )
+        successor: Job | None = None
+        created = False
+        if run.next_at_ms is not None:
+            created, successor = self._store.put_or_existing(
+                current.occurrence(
+                    run.next_at_ms,
+                    now_ms=now_ms,
+                    default_attempts=self._default_attempts.get(current.queue, 3),
+                )
+            )
+        if occurrence.status is not Status.PENDING:
+            action = Action.NONE
+        else:
+            action = Action.FIRE if run.outcome is RunOutcome.FIRED else Action.SKIP
+        return Advance(action, successor, created)
+
+    def _decide(self, schedule: Schedule, occurrence: Occurrence, now_ms: int) -> RunRecord:
+        missed = now_ms - occurrence.due_ms > MISFIRE_GRACE_MS
+        if occurrence.status is not Status.PENDING:
+            outcome = RunOutcome.CANCELLED
+        elif missed and schedule.misfire is Misfire.SKIP:
+            outcome = RunOutcome.SKIPPED
+        else:
+            outcome = RunOutcome.FIRED
+        return RunRecord(
+            schedule_id=schedule.id,
+            at_ms=occurrence.due_ms,
+            job_id=occurrence.id,
+            outcome=outcome,
+            decided_at_ms=now_ms,
+            next_at_ms=schedule.next_after(now_ms if missed else occurrence.due_ms),
+        )
+
+    def expiry(self, now_ms: int) -> int:
+        """When a finished occurrence's item may go (DynamoDB TTL, epoch seconds)."""
+        return now_ms // 1000 + self._retention_s

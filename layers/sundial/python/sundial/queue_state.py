@@ -1,0 +1,206 @@
+"""Whether a queue is paused, and the catch-up a resume owes it: DynamoDB access for the
+queue-state items, in the one table (see sundial.store).
+
+Item kind: ("queues", "<queue name>"). All queues' states are one small partition, so a sweeper
+reads them with one query per run.
+
+While a queue is paused its jobs stay `pending` and nothing hands them to SQS: the sweeper
+passes over them (its cursor moves on, so they never hold back other queues' jobs on the same
+shard), and the submit, resume and schedule paths leave due-soon jobs in the table instead of
+sending them. A resume then owes the queue a catch-up: every pending job of the queue between
+the lowest sweep cursor at pause time and 15 minutes past the resume, on every shard, plus the
+jobs recorded in `held` (due-soon jobs released by an API call during the pause, which may lie
+below that range). The catch-up is recorded on the item and each shard is struck off as it is
+done, so a catch-up cut short (a timeout, a crash) is finished by the sweepers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sundial.models import Job, Status
+from sundial.store import Item, item_to_job, write_if
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+QUEUES_PK = "queues"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    name: str
+    paused: bool = False
+    paused_at_ms: int | None = None
+    pause_from: str | None = None  # the lowest sweep cursor when the pause began
+    catch_from: str | None = None  # the catch-up owed by the last resume: [from, to] per shard
+    catch_to: str | None = None
+    catch_shards: frozenset[int] = field(default_factory=frozenset)  # shards still to do
+    held: frozenset[str] = field(default_factory=frozenset)  # job ids still to release
+    catch_started_ms: int | None = None
+
+    @property
+    def catching_up(self) -> bool:
+        return bool(self.catch_shards or self.held)
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _item_to_state(item: Item) -> QueueState:
+    def text(name: str) -> str | None:
+        return item[name]["S"] if name in item else None
+
+    def number(name: str) -> int | None:
+        return int(item[name]["N"]) if name in item else None
+
+    return QueueState(
+        name=item["sk"]["S"],
+        paused=item.get("paused", {}).get("BOOL", False),
+        paused_at_ms=number("paused_at"),
+        pause_from=text("pause_from"),
+        catch_from=text("catch_from"),
+        catch_to=text("catch_to"),
+        catch_shards=frozenset(int(n) for n in item.get("catch_shards", {}).get("NS", [])),
+        held=frozenset(item.get("held", {}).get("SS", [])),
+        catch_started_ms=number("catch_started"),
+    )
+
+
+class QueueStateStore:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._db = client
+        self._table = table_name
+
+    def _key(self, queue: str) -> Item:
+        return {"pk": _s(QUEUES_PK), "sk": _s(queue)}
+
+    def _update(self, queue: str, **request: Any) -> tuple[bool, QueueState | None]:
+        written, item = write_if(
+            self._db, self._table, "update", Key=self._key(queue), ReturnValues="ALL_NEW", **request
+        )
+        return written, _item_to_state(item) if item else None
+
+    def all(self) -> dict[str, QueueState]:
+        """Every queue that was ever paused (the others have no item and are running)."""
+        states: dict[str, QueueState] = {}
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(QUEUES_PK)},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**request)
+            for item in page.get("Items", []):
+                state = _item_to_state(item)
+                states[state.name] = state
+            if "LastEvaluatedKey" not in page:
+                return states
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def get(self, queue: str) -> QueueState:
+        response = self._db.get_item(
+            TableName=self._table, Key=self._key(queue), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return _item_to_state(item) if item else QueueState(name=queue)
+
+    def pause(self, queue: str, *, now_ms: int, pause_from: str) -> tuple[bool, QueueState]:
+        paused, state = self._update(
+            queue,
+            UpdateExpression="SET paused = :true, paused_at = :now, pause_from = :from",
+            ConditionExpression="attribute_not_exists(paused) OR paused = :false",
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":false": {"BOOL": False},
+                ":now": _n(now_ms),
+                ":from": _s(pause_from),
+            },
+        )
+        return paused, state or QueueState(name=queue)
+
+    def resume(
+        self, queue: str, *, now_ms: int, catch_from: str, catch_to: str, shards: Collection[int]
+    ) -> tuple[bool, QueueState]:
+        """paused -> running, recording the catch-up owed (widened to cover one left unfinished
+        by an earlier resume: the caller passes the lower `catch_from`)."""
+        resumed, state = self._update(
+            queue,
+            UpdateExpression=(
+                "SET paused = :false, catch_from = :from, catch_to = :to,"
+                " catch_started = :now REMOVE paused_at, pause_from"
+                + (" ADD catch_shards :shards" if shards else "")
+            ),
+            ConditionExpression="paused = :true",
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":false": {"BOOL": False},
+                ":now": _n(now_ms),
+                ":from": _s(catch_from),
+                ":to": _s(catch_to),
+                **({":shards": {"NS": [str(s) for s in sorted(shards)]}} if shards else {}),
+            },
+        )
+        return resumed, state or QueueState(name=queue)
+
+    def hold(self, queue: str, job_id: str) -> bool:
+        """Record a due-soon job for the catch-up, if the queue is still paused."""
+        held, _ = self._update(
+            queue,
+            UpdateExpression="ADD held :id",
+            ConditionExpression="paused = :true",
+            ExpressionAttributeValues={":true": {"BOOL": True}, ":id": {"SS": [job_id]}},
+        )
+        return held
+
+    def strike(
+        self, queue: str, *, shards: Collection[int] = (), held: Collection[str] = ()
+    ) -> None:
+        """Strike finished shards and released jobs off the catch-up (a set left empty goes)."""
+        parts, values = [], {}
+        if shards:
+            parts.append("catch_shards :shards")
+            values[":shards"] = {"NS": [str(s) for s in sorted(shards)]}
+        if held:
+            parts.append("held :held")
+            values[":held"] = {"SS": sorted(held)}
+        if parts:
+            self._db.update_item(
+                TableName=self._table,
+                Key=self._key(queue),
+                UpdateExpression=f"DELETE {', '.join(parts)}",
+                ExpressionAttributeValues=values,
+            )
+
+    def pending_jobs(self, queue: str, shard_pk: str, *, from_sk: str, to_sk: str) -> Iterator[Job]:
+        """The pending jobs of `queue` in one shard's sort-key range (a catch-up's read: it reads
+        every job in the range, of every queue, and keeps this queue's pending ones)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "FilterExpression": "#queue = :queue AND #status = :pending",
+            "ExpressionAttributeNames": {"#queue": "queue", "#status": "status"},
+            "ExpressionAttributeValues": {
+                ":pk": _s(shard_pk),
+                ":from": _s(from_sk),
+                ":to": _s(to_sk),
+                ":queue": _s(queue),
+                ":pending": _s(Status.PENDING),
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._db.query(**request)
+            for item in page.get("Items", []):
+                yield item_to_job(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,0 +1,101 @@
+"""Releasing due-soon jobs from an API call (a resume, a new schedule, a queue's catch-up):
+jobs that a sweep may already have passed, so nothing but the caller will ever send them.
+
+For each job: make it the caller's (`direct`, conditionally, so a sweeper that read it earlier
+cannot claim it too), advance its schedule if it is an occurrence (sundial.chain), then send
+it (sundial.direct). A schedule's successors that are due within the window too are released
+the same way, one after another. A job of a paused queue is left pending and recorded for that
+queue's catch-up instead.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sundial.chain import Action, OccurrenceChain
+from sundial.clock import Clock
+from sundial.direct import DirectSender
+from sundial.models import Job, Status
+from sundial.queue_state import QueueStateStore
+from sundial.store import JobStore
+from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+
+
+@dataclass(slots=True)
+class Released:
+    sent: list[Job] = field(default_factory=list)
+    failed: list[Job] = field(default_factory=list)  # SQS refused: still pending and direct
+    held: list[Job] = field(default_factory=list)  # left for a paused queue's catch-up
+    skipped: int = 0  # occurrences the misfire policy skipped, or parked or dropped
+
+
+class Releaser:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        chain: OccurrenceChain,
+        direct: DirectSender,
+        queue_states: QueueStateStore,
+        clock: Clock,
+    ) -> None:
+        self._store = store
+        self._chain = chain
+        self._direct = direct
+        self._queue_states = queue_states
+        self._clock = clock
+
+    def release(self, jobs: Sequence[Job], *, owned: bool, by: str) -> Released:
+        """Send `jobs` (pending) now. `owned`: the caller already made them direct (a resume);
+        otherwise each is taken first, and one someone else holds is left to them."""
+        now = self._clock.now_ms()
+        result = Released()
+        paused: dict[str, bool] = {}
+        work = deque((job, owned) for job in jobs)
+        to_send: list[Job] = []
+        while work:
+            job, is_owned = work.popleft()
+            if job.due_ms > now + DIRECT_WINDOW_MS:
+                continue  # far enough ahead for the sweeper
+            if self._queue_paused(job.queue, paused) and self._queue_states.hold(job.queue, job.id):
+                result.held.append(job)
+                continue
+            taken = job if is_owned else self._take(job, now)
+            if taken is None:
+                continue  # someone else has it (a sweeper claimed it, or it is not pending)
+            if taken.schedule_id is None or taken.chained:
+                to_send.append(taken)
+                continue
+            advance = self._chain.advance(taken, now_ms=now)
+            if advance.action is Action.FIRE:
+                to_send.append(taken)
+            elif advance.action is Action.PARK:
+                self._store.hold(taken.key, now_ms=now)
+                result.skipped += 1
+            elif advance.action in (Action.SKIP, Action.DROP):
+                self._store.cancel(
+                    taken.key,
+                    now_ms=now,
+                    expires_at_s=self._chain.expiry(now),
+                    chained=advance.action is Action.SKIP,
+                )
+                result.skipped += 1
+            successor = advance.successor
+            if successor is not None and successor.status is Status.PENDING:
+                work.append((successor, False))
+        result.failed = self._direct.send(to_send, by=by)
+        failed = {job.id for job in result.failed}
+        result.sent = [job for job in to_send if job.id not in failed]
+        return result
+
+    def _take(self, job: Job, now: int) -> Job | None:
+        return self._store.take_direct(
+            job.key, now_ms=now, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+        )
+
+    def _queue_paused(self, queue: str, cache: dict[str, bool]) -> bool:
+        if queue not in cache:
+            cache[queue] = self._queue_states.get(queue).paused
+        return cache[queue]

@@ -1,0 +1,320 @@
+"""Create, read, pause, resume and delete recurring schedules: the domain behind /schedules.
+
+The occurrences themselves are dispatched by the sweeper (sundial.chain tells how a schedule
+moves on). This service only starts a chain (its first occurrence), and stops and restarts it:
+- pause: the schedule stops advancing (a sweeper parks its next occurrence when it comes up),
+  and occurrences already handed to SQS but not yet due are paused too: their messages still
+  arrive and the consumer skips them. So nothing runs while a schedule is paused;
+- resume: every paused occurrence is released: those still ahead are sent for their time; the
+  missed ones fall under the misfire policy: `fire_once` runs one of them now (the latest),
+  `skip` none; then the schedule carries on from now.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+
+from sundial.chain import MISFIRE_GRACE_MS
+from sundial.clock import Clock
+from sundial.errors import Conflict, InvalidInput, ScheduleNotFound, Unavailable
+from sundial.ids import JobKey
+from sundial.models import Job, Status
+from sundial.release import Releaser
+from sundial.schedule_store import ScheduleStore
+from sundial.schedules import (
+    CreateSchedule,
+    Misfire,
+    RunRecord,
+    Schedule,
+    ScheduleState,
+    check_schedule_id,
+    schedule_id_for,
+)
+from sundial.store import JobStore
+from sundial.submission import DEFAULT_MAX_ATTEMPTS
+from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+
+_RUN_PAGE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedSchedule:
+    schedule: Schedule
+    created: bool  # False when an idempotency key returned an earlier schedule
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    schedule: Schedule
+    next_run_at_ms: int | None  # the next occurrence from now; None if paused or ended
+    last_run: RunRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    run: RunRecord
+    job: Job | None  # None once the job's retention has ended
+
+
+class ScheduleService:
+    def __init__(
+        self,
+        *,
+        schedules: ScheduleStore,
+        store: JobStore,
+        releaser: Releaser,
+        clock: Clock,
+        queues: Collection[str],
+        default_attempts: Mapping[str, int],
+        shard_count: int,
+        retention_days: int,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._schedules = schedules
+        self._store = store
+        self._releaser = releaser
+        self._clock = clock
+        self._queues = frozenset(queues)
+        self._default_attempts = dict(default_attempts)
+        self._shard_count = shard_count
+        self._retention_s = retention_days * 86_400
+        self._rng = rng or random.Random()
+
+    # -- create -----------------------------------------------------------------------------
+
+    def create(self, request: CreateSchedule) -> CreatedSchedule:
+        now = self._clock.now_ms()
+        if request.queue not in self._queues:
+            known = ", ".join(sorted(self._queues))
+            raise InvalidInput("queue", f"unknown queue '{request.queue}' (known: {known})")
+        schedule_id = schedule_id_for(request.idempotency_key)
+        if request.idempotency_key is not None:
+            earlier = self._schedules.get(schedule_id)
+            if earlier is not None:
+                return self._repeat(earlier, request, now)
+        schedule = Schedule(
+            id=schedule_id,
+            name=request.name,
+            cron=request.cron,
+            rate=request.rate,
+            timezone=request.timezone,
+            queue=request.queue,
+            payload_json=request.payload_json,
+            priority=request.priority,
+            max_attempts=request.max_attempts,
+            retry=request.retry,
+            start_at_ms=request.start_ms,
+            end_at_ms=request.end_ms,
+            misfire=request.misfire,
+            shard=self._rng.randrange(self._shard_count),
+            created_at_ms=now,
+            anchor_ms=request.start_ms if request.start_ms is not None else now,
+            first_at_ms=0,
+            fingerprint=request.fingerprint(),
+        )
+        first = schedule.next_after(now - 1)  # an occurrence due this very moment fires now
+        if first is None:
+            field = "end_at" if request.end_at is not None else "cron"
+            raise InvalidInput(field, "the schedule has no occurrence from now on")
+        schedule.first_at_ms = first
+        # The first occurrence before the schedule: a schedule never exists without its chain.
+        # (An occurrence whose schedule is missing is dropped when it comes up.)
+        self._store.put_or_existing(self._occurrence(schedule, first, now))
+        earlier = self._schedules.put_new(schedule)
+        if earlier is not None:
+            return self._repeat(earlier, request, now)  # a racing repeat wrote it first
+        self._release_head(schedule)
+        return CreatedSchedule(schedule, created=True)
+
+    def _repeat(self, earlier: Schedule, request: CreateSchedule, now: int) -> CreatedSchedule:
+        if earlier.fingerprint != request.fingerprint():
+            raise Conflict("idempotency_key was already used for a different schedule")
+        if earlier.state is not ScheduleState.DELETED:
+            self._release_head(earlier)  # finish the first request's work if it died
+        return CreatedSchedule(earlier, created=False)
+
+    def _occurrence(self, schedule: Schedule, at_ms: int, now: int) -> Job:
+        default = self._default_attempts.get(schedule.queue, DEFAULT_MAX_ATTEMPTS)
+        return schedule.occurrence(at_ms, now_ms=now, default_attempts=default)
+
+    def _release_head(self, schedule: Schedule) -> None:
+        """Send the waiting occurrence (and its successors) if due within the direct window:
+        a sweep may already have passed its time, so nobody else would."""
+        head = self._head(schedule)
+        now = self._clock.now_ms()
+        if head is None or head.status is not Status.PENDING:
+            return
+        if head.due_ms > now + DIRECT_WINDOW_MS:
+            return  # ahead of every sweep cursor: the sweeper takes it
+        released = self._releaser.release([head], owned=False, by="schedule")
+        if released.failed:
+            raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent; retry")
+        if not (released.sent or released.held or released.skipped) and head.direct:
+            raise Conflict("a request for this schedule is in progress; retry shortly")
+
+    # -- read -------------------------------------------------------------------------------
+
+    def _live(self, schedule_id: str) -> Schedule:
+        schedule = self._schedules.get(check_schedule_id(schedule_id))
+        if schedule is None or schedule.state is ScheduleState.DELETED:
+            raise ScheduleNotFound(schedule_id)
+        return schedule
+
+    def _head_at(self, schedule: Schedule) -> tuple[int | None, RunRecord | None]:
+        latest = self._schedules.latest_run(schedule.id)
+        return (latest.next_at_ms if latest else schedule.first_at_ms), latest
+
+    def _head(self, schedule: Schedule) -> Job | None:
+        at, _ = self._head_at(schedule)
+        return None if at is None else self._store.get(schedule.occurrence_key(at))
+
+    def get(self, schedule_id: str) -> ScheduleView:
+        schedule = self._live(schedule_id)
+        ended = self._head_at(schedule)[0] is None
+        running = schedule.state is not ScheduleState.PAUSED and not ended
+        return ScheduleView(
+            schedule=schedule,
+            next_run_at_ms=schedule.next_after(self._clock.now_ms()) if running else None,
+            last_run=self._schedules.latest_run(schedule.id),
+        )
+
+    def runs(
+        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+    ) -> tuple[list[RunView], int | None]:
+        """Runs newest first, each with its job; and where the next page starts."""
+        schedule = self._live(schedule_id)
+        records, more = self._schedules.runs(schedule.id, limit=limit, before_ms=before_ms)
+        jobs = self._schedules.jobs([JobKey.from_job_id(r.job_id) for r in records])
+        return [RunView(r, jobs.get(JobKey.from_job_id(r.job_id))) for r in records], more
+
+    def _recent(self, schedule: Schedule) -> Iterator[tuple[RunRecord, Job | None]]:
+        """Runs newest first, with their jobs, a page at a time."""
+        before: int | None = None
+        while True:
+            records, before = self._schedules.runs(schedule.id, limit=_RUN_PAGE, before_ms=before)
+            jobs = self._schedules.jobs([JobKey.from_job_id(r.job_id) for r in records])
+            for record in records:
+                yield record, jobs.get(JobKey.from_job_id(record.job_id))
+            if before is None:
+                return
+
+    # -- pause, resume, delete --------------------------------------------------------------
+
+    def pause(self, schedule_id: str) -> Schedule:
+        """No occurrence runs until resumed. Pausing a paused schedule repeats the work (in
+        case a first pause died part-way) and changes nothing else."""
+        schedule = self._live(schedule_id)
+        now = self._clock.now_ms()
+        if schedule.state is not ScheduleState.PAUSED:
+            _, current = self._schedules.set_state(
+                schedule.id,
+                to=ScheduleState.PAUSED,
+                when=[ScheduleState.ACTIVE, ScheduleState.RESUMING],
+                now_ms=now,
+            )
+            if current is None or current.state is not ScheduleState.PAUSED:
+                raise Conflict("schedule changed concurrently; retry", status=None)
+            schedule = current
+        # Occurrences already sent for a time still ahead: hold them (the consumer skips a
+        # paused job). Then the one waiting in the table, which a sweeper may be advancing
+        # from right now: holding it makes that sweeper's claim fail.
+        for record, job in self._recent(schedule):
+            if record.at_ms <= now:
+                break
+            if job is not None:
+                self._store.hold(job.key, now_ms=now)
+        head = self._head(schedule)
+        if head is not None and head.status is Status.PENDING:
+            self._store.hold(head.key, now_ms=now)
+        return schedule
+
+    def resume(self, schedule_id: str) -> Schedule:
+        schedule = self._live(schedule_id)
+        if schedule.state is ScheduleState.ACTIVE:
+            raise Conflict("schedule is active; only a paused schedule can be resumed")
+        now = self._clock.now_ms()
+        if schedule.state is ScheduleState.PAUSED:
+            _, current = self._schedules.set_state(
+                schedule.id, to=ScheduleState.RESUMING, when=[ScheduleState.PAUSED], now_ms=now
+            )
+            if current is None or current.state is not ScheduleState.RESUMING:
+                raise Conflict("schedule changed concurrently; retry")
+            schedule = current
+        self._release_paused(schedule, now)
+        _, current = self._schedules.set_state(
+            schedule.id, to=ScheduleState.ACTIVE, when=[ScheduleState.RESUMING], now_ms=now
+        )
+        return current or schedule
+
+    def _release_paused(self, schedule: Schedule, now: int) -> None:
+        """Resume's work, repeatable: every paused occurrence is released or skipped."""
+        held = []
+        for _, job in self._recent(schedule):
+            if job is None or job.status is not Status.PAUSED:
+                break
+            held.append(job)  # newest first
+        head = self._head(schedule)
+        late = [job for job in held if now - job.due_ms > MISFIRE_GRACE_MS]
+        ahead = [job for job in held if job not in late]
+        head_missed = (
+            head is not None
+            and head.status is Status.PAUSED
+            and now - head.due_ms > MISFIRE_GRACE_MS
+        )
+        # Missed occurrences already sent before the pause: one catch-up at most, and none if
+        # the waiting occurrence is itself missed (it is then the catch-up, via the chain).
+        if late and schedule.misfire is Misfire.FIRE_ONCE and not head_missed:
+            ahead.append(late.pop(0))  # the latest missed one runs now
+        expires = now // 1000 + self._retention_s
+        for job in late:
+            self._store.cancel(job.key, now_ms=now, expires_at_s=expires, chained=True)
+        owned = [
+            resumed
+            for job in ahead
+            if (resumed := self._resume(job.key, now, direct=True)) is not None
+        ]
+        if head is not None and head.status is Status.PAUSED:
+            direct = head.due_ms <= now + DIRECT_WINDOW_MS
+            resumed_head = self._resume(head.key, now, direct=direct)
+            if resumed_head is not None and direct:
+                owned.append(resumed_head)
+        released = self._releaser.release(owned, owned=True, by="schedule")
+        if released.failed:
+            raise Unavailable(f"schedule {schedule.id}: occurrences could not be sent; retry")
+
+    def _resume(self, key: JobKey, now: int, *, direct: bool) -> Job | None:
+        resumed, job = self._store.resume(
+            key, now_ms=now, direct=direct, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+        )
+        return job if resumed else None
+
+    def delete(self, schedule_id: str) -> None:
+        """The schedule is gone: nothing more runs. Deleting again repeats the clean-up."""
+        schedule = self._schedules.get(check_schedule_id(schedule_id))
+        if schedule is None:
+            raise ScheduleNotFound(schedule_id)
+        now = self._clock.now_ms()
+        expires = now // 1000 + self._retention_s
+        if schedule.state is not ScheduleState.DELETED:
+            self._schedules.set_state(
+                schedule.id,
+                to=ScheduleState.DELETED,
+                when=[ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.RESUMING],
+                now_ms=now,
+                expires_at_s=expires,
+            )
+        for record, job in self._recent(schedule):
+            unfinished = job is not None and job.status in (
+                Status.PENDING,
+                Status.QUEUED,
+                Status.PAUSED,
+            )
+            if record.at_ms <= now and not (job is not None and job.status is Status.PAUSED):
+                break
+            if job is not None and unfinished:
+                self._store.cancel(job.key, now_ms=now, expires_at_s=expires)
+        head = self._head(schedule)
+        if head is not None:
+            self._store.cancel(head.key, now_ms=now, expires_at_s=expires)

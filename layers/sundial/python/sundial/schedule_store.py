@@ -1,0 +1,268 @@
+"""DynamoDB access for schedules and their runs, in the one table (see sundial.store).
+
+Item kinds:
+- schedule: ("sched#<id>", "schedule"): the definition and its state
+- run:      ("sched#<id>", "run#<occurrence ms, 13 digits>"): the decision for one occurrence
+            (sundial.schedules.RunRecord), so the runs list is one query, newest first
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sundial.errors import Unavailable
+from sundial.ids import SK_DIGITS, JobKey
+from sundial.models import Job, Priority
+from sundial.retry import RetryPolicy
+from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
+from sundial.store import Item, item_to_job, write_if
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+SCHEDULE_SK = "schedule"
+RUN_PREFIX = "run#"
+_BATCH_GET = 100
+_BATCH_GET_ATTEMPTS = 5
+
+
+def schedule_pk(schedule_id: str) -> str:
+    return f"sched#{schedule_id}"
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def schedule_to_item(schedule: Schedule) -> Item:
+    item: Item = {
+        "pk": _s(schedule_pk(schedule.id)),
+        "sk": _s(SCHEDULE_SK),
+        "queue": _s(schedule.queue),
+        "payload": _s(schedule.payload_json),
+        "priority": _s(str(schedule.priority)),
+        "timezone": _s(schedule.timezone),
+        "misfire": _s(str(schedule.misfire)),
+        "shard": _n(schedule.shard),
+        "created_at": _n(schedule.created_at_ms),
+        "anchor": _n(schedule.anchor_ms),
+        "first_at": _n(schedule.first_at_ms),
+        "state": _s(str(schedule.state)),
+    }
+    for name, text in (
+        ("cron", schedule.cron),
+        ("rate", schedule.rate),
+        ("name", schedule.name),
+        ("fingerprint", schedule.fingerprint),
+    ):
+        if text is not None:
+            item[name] = _s(text)
+    for name, number in (
+        ("max_attempts", schedule.max_attempts),
+        ("start_at", schedule.start_at_ms),
+        ("end_at", schedule.end_at_ms),
+        ("paused_at", schedule.paused_at_ms),
+        ("deleted_at", schedule.deleted_at_ms),
+    ):
+        if number is not None:
+            item[name] = _n(number)
+    if schedule.retry is not None:
+        item["retry"] = _s(schedule.retry.model_dump_json())
+    return item
+
+
+def _opt_s(item: Item, name: str) -> str | None:
+    return item[name]["S"] if name in item else None
+
+
+def _opt_n(item: Item, name: str) -> int | None:
+    return int(item[name]["N"]) if name in item else None
+
+
+def item_to_schedule(item: Item) -> Schedule:
+    return Schedule(
+        id=item["pk"]["S"].removeprefix("sched#"),
+        queue=item["queue"]["S"],
+        payload_json=item["payload"]["S"],
+        priority=Priority(item["priority"]["S"]),
+        timezone=item["timezone"]["S"],
+        misfire=Misfire(item["misfire"]["S"]),
+        shard=int(item["shard"]["N"]),
+        created_at_ms=int(item["created_at"]["N"]),
+        anchor_ms=int(item["anchor"]["N"]),
+        first_at_ms=int(item["first_at"]["N"]),
+        cron=_opt_s(item, "cron"),
+        rate=_opt_s(item, "rate"),
+        name=_opt_s(item, "name"),
+        max_attempts=_opt_n(item, "max_attempts"),
+        retry=RetryPolicy.model_validate_json(item["retry"]["S"]) if "retry" in item else None,
+        start_at_ms=_opt_n(item, "start_at"),
+        end_at_ms=_opt_n(item, "end_at"),
+        state=ScheduleState(item["state"]["S"]),
+        paused_at_ms=_opt_n(item, "paused_at"),
+        deleted_at_ms=_opt_n(item, "deleted_at"),
+        fingerprint=_opt_s(item, "fingerprint"),
+    )
+
+
+def run_sk(at_ms: int) -> str:
+    return f"{RUN_PREFIX}{at_ms:0{SK_DIGITS}d}"
+
+
+def _item_to_run(item: Item) -> RunRecord:
+    return RunRecord(
+        schedule_id=item["pk"]["S"].removeprefix("sched#"),
+        at_ms=int(item["sk"]["S"].removeprefix(RUN_PREFIX)),
+        job_id=item["job_id"]["S"],
+        outcome=RunOutcome(item["outcome"]["S"]),
+        decided_at_ms=int(item["decided_at"]["N"]),
+        next_at_ms=_opt_n(item, "next_at"),
+    )
+
+
+class ScheduleStore:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._db = client
+        self._table = table_name
+
+    def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
+        return write_if(self._db, self._table, operation, **request)
+
+    def _key(self, schedule_id: str) -> Item:
+        return {"pk": _s(schedule_pk(schedule_id)), "sk": _s(SCHEDULE_SK)}
+
+    # -- schedules --------------------------------------------------------------------------
+
+    def put_new(self, schedule: Schedule) -> Schedule | None:
+        """Write a new schedule. Returns None, or the existing schedule if the id is taken."""
+        written, old = self._write_if(
+            "put", Item=schedule_to_item(schedule), ConditionExpression="attribute_not_exists(pk)"
+        )
+        if written:
+            return None
+        if not old:
+            raise Unavailable("schedule changed concurrently; retry")
+        return item_to_schedule(old)
+
+    def get(self, schedule_id: str) -> Schedule | None:
+        response = self._db.get_item(
+            TableName=self._table, Key=self._key(schedule_id), ConsistentRead=True
+        )
+        item = response.get("Item")
+        return item_to_schedule(item) if item else None
+
+    def set_state(
+        self,
+        schedule_id: str,
+        *,
+        to: ScheduleState,
+        when: Sequence[ScheduleState],
+        now_ms: int,
+        expires_at_s: int | None = None,
+    ) -> tuple[bool, Schedule | None]:
+        """Move the schedule to state `to` if it is in one of `when`. Returns (moved, the
+        schedule as written, or as it was if not; None if there is no such schedule)."""
+        sets = ["#state = :to"]
+        removes: list[str] = []
+        values: Item = {":to": _s(str(to))}
+        if to is ScheduleState.PAUSED:
+            sets.append("paused_at = :now")
+        elif to is ScheduleState.ACTIVE:
+            removes.append("paused_at")
+        else:
+            sets += ["deleted_at = :now", "expires_at = :expires"]
+            values[":expires"] = _n(expires_at_s or 0)
+        if to is not ScheduleState.ACTIVE:
+            values[":now"] = _n(now_ms)
+        allowed = {f":w{i}": _s(str(state)) for i, state in enumerate(when)}
+        moved, item = self._write_if(
+            "update",
+            Key=self._key(schedule_id),
+            UpdateExpression=f"SET {', '.join(sets)}"
+            + (f" REMOVE {', '.join(removes)}" if removes else ""),
+            ConditionExpression=f"#state IN ({', '.join(allowed)})",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={**values, **allowed},
+            ReturnValues="ALL_NEW",
+        )
+        return moved, item_to_schedule(item) if item else None
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def record_run(self, run: RunRecord, *, expires_at_s: int) -> RunRecord:
+        """Write the decision for one occurrence unless one exists; return the one that holds."""
+        item: Item = {
+            "pk": _s(schedule_pk(run.schedule_id)),
+            "sk": _s(run_sk(run.at_ms)),
+            "job_id": _s(run.job_id),
+            "outcome": _s(str(run.outcome)),
+            "decided_at": _n(run.decided_at_ms),
+            "expires_at": _n(expires_at_s),
+        }
+        if run.next_at_ms is not None:
+            item["next_at"] = _n(run.next_at_ms)
+        written, old = self._write_if(
+            "put", Item=item, ConditionExpression="attribute_not_exists(pk)"
+        )
+        if written:
+            return run
+        if not old:
+            raise Unavailable("run record changed concurrently; retry")
+        return _item_to_run(old)
+
+    def runs(
+        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+    ) -> tuple[list[RunRecord], int | None]:
+        """Up to `limit` runs, newest first, older than `before_ms` if given. Returns them and
+        the occurrence time to continue before (None when there are no more)."""
+        upper = run_sk(before_ms - 1) if before_ms is not None else f"{RUN_PREFIX}~"
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
+            "ExpressionAttributeValues": {
+                ":pk": _s(schedule_pk(schedule_id)),
+                ":low": _s(RUN_PREFIX),
+                ":high": _s(upper),
+            },
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+            "Limit": limit,
+        }
+        page = self._db.query(**request)
+        runs = [_item_to_run(item) for item in page.get("Items", [])]
+        more = "LastEvaluatedKey" in page and len(runs) == limit
+        return runs, runs[-1].at_ms if more and runs else None
+
+    def latest_run(self, schedule_id: str) -> RunRecord | None:
+        runs, _ = self.runs(schedule_id, limit=1)
+        return runs[0] if runs else None
+
+    def jobs(self, keys: Sequence[JobKey]) -> dict[JobKey, Job]:
+        """The job items at `keys` that exist (consistent reads, 100 per request)."""
+        found: dict[JobKey, Job] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _BATCH_GET):
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": [
+                        {"pk": _s(k.pk), "sk": _s(k.sk)} for k in unique[start : start + _BATCH_GET]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            for _ in range(_BATCH_GET_ATTEMPTS):
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    job = item_to_job(item)
+                    found[job.key] = job
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            else:
+                raise Unavailable("DynamoDB left job reads unprocessed")
+        return found

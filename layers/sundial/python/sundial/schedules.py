@@ -1,0 +1,264 @@
+"""Recurring schedules: what a client submits, and the schedule as the domain sees it.
+
+A schedule is a template plus a recurrence (sundial.recurrence). Each occurrence is an ordinary
+job whose key is derived from (schedule id, occurrence time), so writing it twice is a no-op:
+  shard = the schedule's shard (fixed at creation), due = the occurrence time,
+  ULID  = that time + 80 bits of sha256(schedule id, occurrence time).
+The occurrence chain (sundial.chain) writes each occurrence when the one before it is dispatched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+from ulid import ULID
+
+from sundial.errors import InvalidInput
+from sundial.ids import JobKey
+from sundial.models import Job, Priority
+from sundial.recurrence import CronRecurrence, RateRecurrence, Recurrence, parse_rate, zone
+from sundial.retry import RetryPolicy
+from sundial.submission import MAX_PAYLOAD_BYTES, parse_rfc3339
+
+SCHEDULE_ID_LENGTH = 26
+_T = TypeVar("_T")
+StrictInt = Annotated[int, Field(strict=True)]
+
+
+class Misfire(StrEnum):
+    """What happens to occurrences missed while nothing could dispatch them (an outage, a
+    paused schedule or queue): one catch-up run now, or none; then the normal cadence."""
+
+    FIRE_ONCE = "fire_once"
+    SKIP = "skip"
+
+
+class ScheduleState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    # A resume is releasing the paused occurrences; sweepers advance the schedule as if active.
+    # A resume that failed part-way leaves this state; resuming again finishes it.
+    RESUMING = "resuming"
+    DELETED = "deleted"
+
+
+class RunOutcome(StrEnum):
+    FIRED = "fired"  # handed to SQS as a job
+    SKIPPED = "skipped"  # missed, and the misfire policy skipped it (or a catch-up covered it)
+    CANCELLED = "cancelled"  # the occurrence was cancelled before its time
+
+
+class CreateSchedule(BaseModel):
+    """A recurring job. Give exactly one of cron or rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, max_length=200, description="For people; not unique")
+    cron: str | None = Field(
+        default=None,
+        max_length=200,
+        description="5 fields (minute hour day-of-month month day-of-week), or 6 with seconds "
+        "last; evaluated on the wall clock of `timezone`",
+        examples=["0 9 * * 1-5"],
+    )
+    rate: str | None = Field(
+        default=None,
+        max_length=40,
+        description="'N unit', unit second|minute|hour|day (10 seconds to 365 days)",
+        examples=["5 minutes"],
+    )
+    timezone: str = Field(default="UTC", max_length=64, examples=["Europe/London"])
+    queue: str = Field(min_length=1, max_length=40, description="A queue declared in cdk.json")
+    payload: JsonValue = Field(
+        default=None, description=f"Any JSON value, at most {MAX_PAYLOAD_BYTES} bytes serialized"
+    )
+    priority: Priority = Priority.NORMAL
+    max_attempts: StrictInt | None = Field(
+        default=None, ge=1, le=100, description="Attempts per occurrence; default: the queue's"
+    )
+    retry: RetryPolicy | None = Field(default=None, description="Default: the queue's")
+    start_at: str | None = Field(
+        default=None, description="No occurrence before this (RFC 3339); a rate counts from it"
+    )
+    end_at: str | None = Field(default=None, description="No occurrence after this (RFC 3339)")
+    misfire: Misfire = Misfire.FIRE_ONCE
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[\x21-\x7e]+$",
+        description="A repeat create with the same key returns the first schedule",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        _as_value_error(lambda: zone(value))
+        return value
+
+    @field_validator("rate")
+    @classmethod
+    def _valid_rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            _as_value_error(lambda: parse_rate(value))
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            return _as_value_error(lambda: CronRecurrence.parse(value, zone("UTC")).expression)
+        return value
+
+    @field_validator("start_at", "end_at")
+    @classmethod
+    def _is_rfc3339(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rfc3339(value)
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits(cls, value: JsonValue) -> JsonValue:
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.cron is None) == (self.rate is None):
+            raise PydanticCustomError(
+                "cron_xor_rate", "give exactly one of cron or rate", {"field": "cron"}
+            )
+        if self.start_ms is not None and self.end_ms is not None and self.end_ms <= self.start_ms:
+            raise PydanticCustomError(
+                "end_before_start", "end_at must be after start_at", {"field": "end_at"}
+            )
+        return self
+
+    @property
+    def start_ms(self) -> int | None:
+        return parse_rfc3339(self.start_at) if self.start_at else None
+
+    @property
+    def end_ms(self) -> int | None:
+        return parse_rfc3339(self.end_at) if self.end_at else None
+
+    @property
+    def payload_json(self) -> str:
+        return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False)
+
+    def fingerprint(self) -> str:
+        canonical = json.dumps(
+            self.model_dump(mode="json", exclude={"idempotency_key"}),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _as_value_error(check: Callable[[], _T]) -> _T:
+    """Run a domain check inside a pydantic validator: its InvalidInput becomes the field's
+    validation error (a 400 naming the field), not an exception escaping validation."""
+    try:
+        return check()
+    except InvalidInput as error:
+        raise ValueError(error.reason) from None
+
+
+def schedule_id_for(idempotency_key: str | None) -> str:
+    """A new schedule id: random, or derived from the idempotency key so a repeat finds it."""
+    if idempotency_key is None:
+        return str(ULID())
+    digest = hashlib.sha256(f"schedule\n{idempotency_key}".encode()).digest()
+    return str(ULID.from_bytes(digest[:16]))
+
+
+def check_schedule_id(schedule_id: str) -> str:
+    """Raises InvalidInput(field="schedule_id") unless it is a 26-character ULID."""
+    try:
+        if len(schedule_id) != SCHEDULE_ID_LENGTH:
+            raise ValueError(f"expected {SCHEDULE_ID_LENGTH} characters")
+        return str(ULID.from_str(schedule_id.upper()))
+    except ValueError as error:
+        raise InvalidInput("schedule_id", f"malformed schedule id ({error})") from None
+
+
+@dataclass(slots=True)
+class Schedule:
+    id: str
+    queue: str
+    payload_json: str
+    priority: Priority
+    timezone: str
+    misfire: Misfire
+    shard: int
+    created_at_ms: int
+    anchor_ms: int  # a rate's first occurrence; the creation time for a cron
+    first_at_ms: int  # the first occurrence: the chain starts here
+    cron: str | None = None
+    rate: str | None = None
+    name: str | None = None
+    max_attempts: int | None = None
+    retry: RetryPolicy | None = None
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+    state: ScheduleState = ScheduleState.ACTIVE
+    paused_at_ms: int | None = None
+    deleted_at_ms: int | None = None
+    fingerprint: str | None = None
+
+    def recurrence(self) -> Recurrence:
+        if self.rate is not None:
+            return RateRecurrence(period_ms=parse_rate(self.rate) * 1000, anchor_ms=self.anchor_ms)
+        assert self.cron is not None
+        return CronRecurrence.parse(self.cron, zone(self.timezone))
+
+    def next_after(self, after_ms: int) -> int | None:
+        """The first occurrence strictly after `after_ms` within [start_at, end_at]."""
+        if self.start_at_ms is not None:
+            after_ms = max(after_ms, self.start_at_ms - 1)
+        at = self.recurrence().next_after(after_ms)
+        if at is None or (self.end_at_ms is not None and at > self.end_at_ms):
+            return None
+        return at
+
+    def occurrence_key(self, at_ms: int) -> JobKey:
+        digest = hashlib.sha256(f"{self.id}\n{at_ms}".encode()).digest()
+        ulid = ULID.from_bytes(at_ms.to_bytes(6, "big") + digest[:10])
+        return JobKey(shard=self.shard, due_ms=at_ms, ulid=str(ulid))
+
+    def occurrence(self, at_ms: int, *, now_ms: int, default_attempts: int) -> Job:
+        """The job for the occurrence at `at_ms`, as first written (pending)."""
+        return Job(
+            key=self.occurrence_key(at_ms),
+            queue=self.queue,
+            payload_json=self.payload_json,
+            priority=self.priority,
+            max_attempts=self.max_attempts or default_attempts,
+            retry=self.retry,
+            created_at_ms=now_ms,
+            schedule_id=self.id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """The decision taken for one occurrence, written once (put-if-absent) before the
+    occurrence is dispatched: whichever sweeper or API call writes it first decides the
+    successor, and every later attempt (a race, a retry after a crash) follows it."""
+
+    schedule_id: str
+    at_ms: int  # the occurrence time
+    job_id: str
+    outcome: RunOutcome
+    decided_at_ms: int
+    next_at_ms: int | None  # the successor's time; None when the schedule has ended

@@ -1,0 +1,164 @@
+"""/schedules and /queues through their functions, with HTTP API v2 events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.clock import ManualClock
+from sundial.wiring import Dependencies
+from tests.support import call_api, load_handler
+
+schedules_lambda = load_handler("schedules")
+queues_lambda = load_handler("queues")
+
+
+def _schedules(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    parts = path.partition("?")[0].strip("/").split("/")
+    route = "/schedules"
+    if len(parts) >= 2:
+        route += "/{schedule_id}" + "".join(f"/{p}" for p in parts[2:])
+    return call_api(schedules_lambda, method, path, route=route, body=body)
+
+
+def _queues(method: str, path: str) -> tuple[int, Any]:
+    parts = path.strip("/").split("/")
+    route = "/queues/{queue}" + "".join(f"/{p}" for p in parts[2:])
+    return call_api(queues_lambda, method, path, route=route)
+
+
+def _item_count(deps: Dependencies) -> int:
+    return boto3.client("dynamodb").scan(TableName=deps.settings.table_name)["Count"]
+
+
+def test_create_get_runs_pause_resume_delete(deps: Dependencies, clock: ManualClock) -> None:
+    # When a schedule is created
+    status, created = _schedules(
+        "POST",
+        "/schedules",
+        {
+            "name": "nightly report",
+            "cron": "0 6 * * *",
+            "timezone": "Europe/London",
+            "queue": "default",
+            "payload": {"report": "daily"},
+            "priority": "high",
+            "misfire": "skip",
+        },
+    )
+    # Then it is 201 with the schedule and its first occurrence
+    assert status == 201, created
+    assert created["state"] == "active"
+    assert created["next_run_at"] == "2026-11-22T06:00:00.000Z"
+    assert created["timezone"] == "Europe/London" and created["misfire"] == "skip"
+    schedule_id = created["id"]
+    # And GET returns the same
+    assert _schedules("GET", f"/schedules/{schedule_id}") == (200, created)
+    # And its runs are empty until one fires
+    assert _schedules("GET", f"/schedules/{schedule_id}/runs") == (
+        200,
+        {"runs": [], "next_before": None},
+    )
+    # When it is paused, then resumed
+    status, paused = _schedules("POST", f"/schedules/{schedule_id}/pause")
+    assert (status, paused["state"]) == (200, "paused") and paused["paused_at"]
+    status, resumed = _schedules("POST", f"/schedules/{schedule_id}/resume")
+    assert (status, resumed["state"]) == (200, "active")
+    status, error = _schedules("POST", f"/schedules/{schedule_id}/resume")
+    assert status == 409 and "active" in error["message"]
+    # When it is deleted, it is gone
+    assert _schedules("DELETE", f"/schedules/{schedule_id}") == (
+        200,
+        {"id": schedule_id, "state": "deleted"},
+    )
+    assert _schedules("GET", f"/schedules/{schedule_id}")[0] == 404
+    assert _schedules("DELETE", f"/schedules/{schedule_id}")[0] == 200
+
+
+def test_runs_are_paginated_newest_first(deps: Dependencies, clock: ManualClock) -> None:
+    # Given a schedule that has fired every 10 seconds for a while
+    _, created = _schedules("POST", "/schedules", {"rate": "10 seconds", "queue": "default"})
+    for _ in range(3):
+        clock.advance(seconds=60)
+        deps.sweeper.sweep(list(range(8)))
+    # When its runs are read two at a time
+    status, page = _schedules("GET", f"/schedules/{created['id']}/runs?limit=2")
+    assert status == 200
+    first, second = page["runs"]
+    assert first["scheduled_for"] > second["scheduled_for"]
+    assert {first["outcome"], first["status"]} == {"fired", "queued"}
+    _, older = _schedules(
+        "GET", f"/schedules/{created['id']}/runs?limit=2&before={page['next_before']}"
+    )
+    assert older["runs"][0]["scheduled_for"] < second["scheduled_for"]
+    # And a bad page argument is a 400 naming it
+    status, error = _schedules("GET", f"/schedules/{created['id']}/runs?before=yesterday")
+    assert status == 400 and error["errors"][0]["field"] == "before"
+    status, error = _schedules("GET", f"/schedules/{created['id']}/runs?limit=1000")
+    assert status == 400 and error["errors"][0]["field"] == "limit"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        ({"cron": "61 * * * *"}, "cron", "not a valid cron expression"),
+        ({"cron": "0 9 * * *", "timezone": "Europe/Lndon"}, "timezone", "unknown time zone"),
+        (
+            {
+                "rate": "1 hour",
+                "start_at": "2026-12-02T00:00:00Z",
+                "end_at": "2026-12-01T00:00:00Z",
+            },
+            "end_at",
+            "after start_at",
+        ),
+        ({"rate": "1 hour", "cron": "0 * * * *"}, "cron", "exactly one of cron or rate"),
+        ({}, "cron", "exactly one of cron or rate"),
+        ({"rate": "every now and then"}, "rate", "not a rate"),
+        ({"rate": "1 hour", "misfire": "sometimes"}, "misfire", "fire_once"),
+        ({"rate": "1 hour", "queue": "nope"}, "queue", "unknown queue"),
+        ({"rate": "1 hour", "start_at": "tomorrow"}, "start_at", "RFC 3339"),
+    ],
+)
+def test_bad_schedules_are_400_naming_the_field_and_change_nothing(
+    deps: Dependencies, body: dict[str, Any], field: str, reason: str
+) -> None:
+    status, error = _schedules("POST", "/schedules", {"queue": "default", **body})
+    assert status == 400, error
+    assert [e["field"] for e in error["errors"]] == [field], error
+    assert reason in error["errors"][0]["reason"], error
+    assert _item_count(deps) == 0
+
+
+def test_unknown_and_malformed_schedule_ids(deps: Dependencies) -> None:
+    unknown = "01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"
+    for method, suffix in [("GET", ""), ("GET", "/runs"), ("POST", "/pause"), ("DELETE", "")]:
+        assert _schedules(method, f"/schedules/{unknown}{suffix}")[0] == 404
+        status, error = _schedules(method, f"/schedules/not-an-id{suffix}")
+        assert status == 400 and error["errors"][0]["field"] == "schedule_id"
+    assert _item_count(deps) == 0
+
+
+def test_queue_pause_and_resume_over_http(deps: Dependencies) -> None:
+    assert _queues("GET", "/queues/default") == (
+        200,
+        {
+            "queue": "default",
+            "paused": False,
+            "paused_at": None,
+            "catching_up": False,
+            "dispatched": None,
+        },
+    )
+    status, paused = _queues("POST", "/queues/default/pause")
+    assert (status, paused["paused"], paused["paused_at"]) == (
+        200,
+        True,
+        "2026-11-21T12:00:00.000Z",
+    )
+    status, resumed = _queues("POST", "/queues/default/resume")
+    assert (status, resumed["paused"], resumed["dispatched"]) == (200, False, 0)
+    status, error = _queues("POST", "/queues/nope/pause")
+    assert status == 404 and "nope" in error["message"]
