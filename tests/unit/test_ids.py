@@ -94,6 +94,17 @@ def test_dag_id_round_trips_and_addresses_a_contiguous_range_of_nodes(
         key.node_key(node_count)
 
 
+def test_dags_made_in_the_same_millisecond_never_share_nodes() -> None:
+    # Given many DAG keys made at one moment, for one shard and due time (a frozen clock, or a
+    # batch of submits within a millisecond)
+    keys = [DagKey.new(shard=3, due_ms=1_000, node_count=5, now_ms=1_000) for _ in range(1_000)]
+    # Then no two DAGs address the same node
+    nodes = [key.node_key(i).sk for key in keys for i in range(5)]
+    assert len(set(nodes)) == len(nodes)
+    # And each base still carries the creation time
+    assert {ULID.from_str(key.base_ulid).milliseconds for key in keys} == {1_000}
+
+
 def test_job_and_dag_ids_are_not_mistaken_for_each_other() -> None:
     key = DagKey.new(shard=1, due_ms=5, node_count=3, now_ms=5)
     with pytest.raises(InvalidInput) as raised:

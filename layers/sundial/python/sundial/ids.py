@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import secrets
 import struct
 import zlib
 from dataclasses import dataclass
@@ -125,8 +126,13 @@ class DagKey:
 
     @classmethod
     def new(cls, *, shard: int, due_ms: int, node_count: int, now_ms: int) -> DagKey:
-        base = int(ULID.from_timestamp(now_ms / 1000)) & ~(MAX_DAG_NODES - 1)
-        return cls(shard, due_ms, str(ULID.from_int(base)), node_count)
+        # A ULID is 48 bits of milliseconds and 80 random bits; the node index takes the low 16.
+        # The random bits are drawn here, not by ULID.from_timestamp: its generator is
+        # monotonic within a millisecond (it adds 1), so two DAGs made in the same millisecond
+        # would share a base once the low bits are cleared, and their nodes one set of items.
+        random_bits = secrets.randbits(80) & ~(MAX_DAG_NODES - 1)
+        base = ULID.from_int((now_ms << 80) | random_bits)
+        return cls(shard, due_ms, str(base), node_count)
 
     def node_key(self, index: int) -> JobKey:
         if not 0 <= index < self.node_count:
