@@ -12,6 +12,9 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.job_queues import JobQueues
+from stacks.job_table import grant_read_queue_states
+
 # AWS guidance: a queue's visibility timeout should be at least six times the timeout of the
 # function it triggers, so a batch can be retried after a throttle before it becomes visible
 # again to another poller (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
@@ -22,7 +25,8 @@ MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1_000
 DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(1)
 # What the consumer SDK does on the job table: read the job (the fence), conditionally update
 # it (running / succeeded / failed / dead), and put a retry-timer item for a retry due beyond
-# SQS's 15-minute DelaySeconds.
+# SQS's 15-minute DelaySeconds. It also queries the queue states (grant_read_queue_states):
+# a DAG node's success must not send a child whose queue is paused.
 CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
 
 
@@ -35,12 +39,14 @@ class QueueConsumer(Construct):
 
     Permissions, and nothing else: the event source grants what consuming needs on this queue
     (receive, delete, change visibility for heartbeats, queue attributes); the function may
-    also get, update and put items in `table`, send to `queue` (retries, as new messages with
-    DelaySeconds) and, if given, send to `dead_letter_queue` (jobs that are dead) and to each
-    of `dag_child_queues`: when a job of this queue is a DAG node, its success releases its
-    children by sending them to their queues (sundial.dags), so list the queues of the
-    nodes that can follow this queue's nodes (none: this queue runs no DAG nodes with
-    children on other queues).
+    also get, update and put items in `table` and query its queue states, send to `queue`
+    (retries, as new messages with DelaySeconds) and, if given, send to `dead_letter_queue`
+    (jobs that are dead) and to each of `dag_child_queues`: when a job of this queue is a DAG
+    node, its success releases its children by sending them to their queues (sundial.dags),
+    so list the queues of the nodes that can follow this queue's nodes (none: this queue runs
+    no DAG nodes with children on other queues). A queue of Sundial's `JobQueues` that has a
+    priority queue brings it along (JobQueues.send_targets): a critical or high job of it,
+    a retry or a released child, is sent there.
 
     `priority_queue` (the queue's priority queue, if it has one: stacks/job_queues.py) is fed
     to the same function by a second event source with its own `priority_max_concurrency`, so
@@ -107,12 +113,17 @@ class QueueConsumer(Construct):
         # Receive, delete, ChangeMessageVisibility (heartbeat), GetQueueAttributes, GetQueueUrl.
         function.add_event_source(self.event_source)
         table.grant(function, *CONSUMER_TABLE_ACTIONS)
-        queue.grant_send_messages(function)
+        grant_read_queue_states(table, function)
         if dead_letter_queue is not None:
             dead_letter_queue.grant_send_messages(function)
-        for child_queue in dag_child_queues:
-            if child_queue is not queue:
-                child_queue.grant_send_messages(function)
+        # Each queue once: retries (the queue's own, its priority queue's) and DAG children
+        targets: list[sqs.IQueue] = []
+        for target_queue in (queue, *dag_child_queues):
+            for target in JobQueues.send_targets(target_queue):
+                if not any(target is known for known in targets):
+                    targets.append(target)
+        for target in targets:
+            target.grant_send_messages(function)
         self.priority_queue = priority_queue
         self.priority_event_source: event_sources.SqsEventSource | None = None
         if priority_queue is not None:
@@ -124,4 +135,5 @@ class QueueConsumer(Construct):
                 report_batch_item_failures=True,
             )
             function.add_event_source(self.priority_event_source)
-            priority_queue.grant_send_messages(function)  # retries of critical and high jobs
+            if not any(priority_queue is target for target in targets):
+                priority_queue.grant_send_messages(function)  # retries of critical and high jobs

@@ -13,6 +13,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.job_table import grant_read_queue_states
 from stacks.nag import acknowledge
 from stacks.paths import ASSET_EXCLUDES, LAMBDAS_DIR
 from stacks.settings import (
@@ -277,7 +278,10 @@ class JobFunctions(Construct):
         # workers: lease (receive with a visibility timeout), heartbeat (change visibility),
         # ack/nack (delete); the job lifecycle as the consumer SDK runs it: read and
         # conditionally update the job, put a retry timer, send retries and dead jobs.
+        # A DAG node's ack releases its children, on any queue: the queue states say which
+        # are paused (their pause holds the child), and any queue may be sent to.
         table.grant(self.workers, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+        grant_read_queue_states(table, self.workers)
         for name, queue in queues.items():
             queue.grant_consume_messages(self.workers)
             queue.grant_send_messages(self.workers)
@@ -296,6 +300,7 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
         )
+        grant_read_queue_states(table, self.dead_letter_indexer)  # as workers, for the release
         for queue in job_queues:
             queue.grant_send_messages(self.dead_letter_indexer)
 

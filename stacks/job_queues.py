@@ -46,6 +46,18 @@ class JobQueues(Construct):
                 pair = self._queue_pair(f"{name}-priority", settings)
                 self.priority_queues[name], self.priority_dead_letter_queues[name] = pair
 
+    @staticmethod
+    def send_targets(queue: sqs.IQueue) -> list[sqs.IQueue]:
+        """Every SQS queue a job of `queue` may be sent to: `queue` itself and, when it is a
+        JobQueues queue with a priority queue, that one too (its critical and high jobs go
+        there). For granting send to whatever may hand a job of `queue` to SQS."""
+        owner = queue.node.scope
+        if isinstance(owner, JobQueues):
+            for name, candidate in owner.queues.items():
+                if candidate is queue and name in owner.priority_queues:
+                    return [queue, owner.priority_queues[name]]
+        return [queue]
+
     def _queue_pair(self, name: str, settings: QueueSettings) -> tuple[sqs.Queue, sqs.Queue]:
         dlq = sqs.Queue(
             self,

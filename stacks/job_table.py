@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+from sundial.queue_state import QUEUES_PK
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
 TTL_ATTRIBUTE = "expires_at"
+
+
+def grant_read_queue_states(table: dynamodb.ITable, grantee: iam.IGrantable) -> iam.Grant:
+    """Query the queue states (which queues are paused: one partition, sundial.queue_state)
+    and nothing else: the query is allowed only on that partition key. For a function that
+    releases DAG nodes, whose queue's pause must hold them, and needs no other query."""
+    return iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["dynamodb:Query"],
+        resource_arns=[table.table_arn],
+        conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [QUEUES_PK]}},
+    )
 
 
 class JobTable(Construct):

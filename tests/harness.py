@@ -16,7 +16,7 @@ from sundial.store import JobStore
 from sundial.submission import SubmitJob
 from sundial.sweeper import Sweeper
 from sundial.wiring import Dependencies
-from tests.support import FakeLambdaContext, WriteMeter, sqs_event
+from tests.support import FakeLambdaContext, SentMessages, WriteMeter, sqs_event
 
 ALL_SHARDS = list(range(8))
 
@@ -30,13 +30,13 @@ class Harness:
         self.deps, self.clock = deps, clock
         self.session = boto3.Session()
         self.meter = WriteMeter(self.session)
+        self.sent = SentMessages(self.session)  # as the meter: before any client is made
         dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
         self.sqs = sqs
         store = JobStore(dynamodb, deps.settings.table_name)
         # Wired as the sweeper Lambda is (schedules, queue pauses), on the metered session.
-        self.sweeper: Sweeper = Dependencies(
-            settings=deps.settings, clock=clock, session=self.session
-        ).sweeper
+        wired = Dependencies(settings=deps.settings, clock=clock, session=self.session)
+        self.sweeper: Sweeper = wired.sweeper
         self.calls: list[Envelope] = []
 
         def recorded(envelope: Envelope) -> Any:
@@ -52,6 +52,7 @@ class Harness:
                 settings=deps.settings,
                 clock=clock,
                 rng=random.Random(42),
+                releaser=wired.releaser,  # as the Lambdas are wired: a queue pause holds nodes
             ),
             **options,
         )

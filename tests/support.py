@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 from moto.dynamodb.responses import DynamoHandler
 
 from sundial.local.triggers import sqs_record, stream_record
+from sundial.queue_state import QUEUES_PK
 
 if TYPE_CHECKING:
     import pytest
@@ -145,7 +146,8 @@ def _value_size(value: Mapping[str, Any]) -> int:
 class WriteMeter:
     """Counts DynamoDB write requests of every client made from `session`, by what they do,
     and the capacity moto reports. Sweep cursors, the shard-count record and sweep "done"
-    records are per-shard costs, counted apart from the per-job writes."""
+    records are per-shard costs, counted apart from the per-job writes; writes to a queue's
+    state item are counted as "queue"."""
 
     WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
     PER_SHARD = ("cursor", "shards", "done")
@@ -169,6 +171,8 @@ class WriteMeter:
             values = params.get("ExpressionAttributeValues", {})
             if params["Key"]["sk"]["S"] in self.PER_SHARD:
                 self.requests[params["Key"]["sk"]["S"]] += 1
+            elif params["Key"]["pk"]["S"] == QUEUES_PK:
+                self.requests["queue"] += 1  # a queue's state (sundial.queue_state)
             elif ":cancelled" in values:
                 self.requests["cancel"] += 1
             elif ":token" in values:
@@ -184,6 +188,32 @@ class WriteMeter:
         consumed = parsed.get("ConsumedCapacity") or []
         for entry in consumed if isinstance(consumed, list) else [consumed]:
             self.reported_units += float(entry.get("CapacityUnits", 0))
+
+
+class SentMessages:
+    """Counts the job ids of every envelope sent to SQS (SendMessage and SendMessageBatch, to
+    any queue) by the clients made from `session` after this one is: each client copies the
+    session's handlers when it is made."""
+
+    def __init__(self, session: Any) -> None:
+        self.ids: Counter[str] = Counter()
+        session.events.register("provide-client-params.sqs.SendMessage", self._one)
+        session.events.register("provide-client-params.sqs.SendMessageBatch", self._batch)
+
+    def _one(self, params: dict[str, Any], **_: Any) -> None:
+        self._count(params["MessageBody"])
+
+    def _batch(self, params: dict[str, Any], **_: Any) -> None:
+        for entry in params["Entries"]:
+            self._count(entry["MessageBody"])
+
+    def _count(self, body: str) -> None:
+        try:
+            envelope = json.loads(body)
+        except ValueError:
+            return  # a test's own malformed message, not an envelope
+        if isinstance(envelope, dict) and "id" in envelope:
+            self.ids[envelope["id"]] += 1
 
 
 def receive_all(client: SQSClient, url: str) -> list[dict[str, Any]]:

@@ -64,9 +64,20 @@ class Synthesized:
 
     def allowed(self, name: str) -> dict[str, list[Any]]:
         """Every IAM action the function's role allows, mapped to the resources it applies to."""
+        return allowed_actions(self._policies(name))
+
+    def statements(self, name: str) -> list[dict[str, Any]]:
+        """Every statement of the function's role policies, as synthesized (conditions too)."""
+        return [
+            statement
+            for policy in self._policies(name)
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+
+    def _policies(self, name: str) -> list[Mapping[str, Any]]:
         role_id = self.function_properties(name)["Role"]["Fn::GetAtt"][0]
         policies = self.resources("AWS::IAM::Policy").values()
-        return allowed_actions(p for p in policies if {"Ref": role_id} in p["Properties"]["Roles"])
+        return [p for p in policies if {"Ref": role_id} in p["Properties"]["Roles"]]
 
 
 def allowed_actions(policies: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:

@@ -13,8 +13,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 
 from stacks.consumers import QueueConsumer
-from stacks.settings import SundialSettings
+from stacks.job_queues import JobQueues
+from stacks.settings import QueueSettings, SundialSettings
 from stacks.sundial import SundialStack
+from sundial.queue_state import QUEUES_PK
 from tests.infrastructure.synthesis import Synthesized, allowed_actions, cdk_json_context
 
 pytestmark = pytest.mark.infra
@@ -84,11 +86,13 @@ def test_example_consumer_may_drive_the_job_lifecycle_on_its_queue(
     table_actions = {a: r for a, r in allowed.items() if a.startswith("dynamodb:")}
     sqs_actions = {a: r for a, r in allowed.items() if a.startswith("sqs:")}
 
-    # Then on the job table it may read (the fence), update (status) and put (retry timers)
+    # Then on the job table it may read (the fence), update (status) and put (retry timers),
+    # and query (only the queue states, test_infra_permissions)
     assert table_actions == {
         "dynamodb:GetItem": [table],
         "dynamodb:UpdateItem": [table],
         "dynamodb:PutItem": [table],
+        "dynamodb:Query": [table],
     }
     # And it may consume the demo queue and its priority queue, heartbeat included, and nothing
     # else
@@ -213,6 +217,15 @@ def _statements(consumer: QueueConsumer) -> dict[str, list[Any]]:
     return allowed_actions(template.find_resources("AWS::IAM::Policy").values())
 
 
+def _raw_statements(consumer: QueueConsumer) -> list[dict[str, Any]]:
+    template = Template.from_stack(cdk.Stack.of(consumer))
+    return [
+        statement
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
 def _arn(consumer: QueueConsumer, construct: Any) -> dict[str, Any]:
     stack = cdk.Stack.of(consumer)
     return {"Fn::GetAtt": [stack.get_logical_id(construct.node.default_child), "Arn"]}
@@ -236,12 +249,18 @@ def test_queue_consumer_grants_exactly_the_job_lifecycle() -> None:
         "dynamodb:GetItem",
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
+        "dynamodb:Query",
     }
     assert allowed["sqs:SendMessage"] == [queue]
     assert allowed["sqs:ChangeMessageVisibility"] == [queue]
-    # And get, update and put items of the table, and nothing more of it
+    # And get, update and put items of the table, and query its queue states, nothing more
     for action in ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"):
         assert allowed[action] == [table], action
+    [query] = [s for s in _raw_statements(consumer) if "dynamodb:Query" in s["Action"]]
+    assert (query["Action"], query["Resource"]) == ("dynamodb:Query", table)
+    assert query["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [QUEUES_PK]}
+    }
 
 
 def test_queue_consumer_may_send_to_the_dead_letter_queue_it_is_given() -> None:
@@ -323,3 +342,86 @@ def test_queue_consumer_feeds_a_priority_queue_with_its_own_concurrency() -> Non
     assert sorted(_statements(consumer)["sqs:SendMessage"], key=str) == sorted(
         [_arn(consumer, queue), _arn(consumer, urgent)], key=str
     )
+
+
+def test_queue_consumer_may_send_to_the_priority_queues_of_its_queue_and_dag_child_queues() -> None:
+    # Given Sundial's queues: etl and email with priority queues, plain without one
+    stack = cdk.Stack(cdk.App(), "PriorityChildren")
+    with_priority = QueueSettings(
+        max_receive_count=5, visibility_timeout_seconds=30, priority_queue=True
+    )
+    queues = JobQueues(
+        stack,
+        "JobQueues",
+        queue_settings={
+            "etl": with_priority,
+            "email": with_priority,
+            "plain": QueueSettings(max_receive_count=5, visibility_timeout_seconds=30),
+        },
+    )
+    table = dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+    )
+    function = lambda_.Function(
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return {}\n"),
+        timeout=cdk.Duration.seconds(5),
+    )
+    # When a consumer of etl (not fed by etl's priority queue) is given email and plain as
+    # the queues of its DAG nodes' children
+    consumer = QueueConsumer(
+        stack,
+        "Consumer",
+        queue=queues.queues["etl"],
+        function=function,
+        table=table,
+        dead_letter_queue=queues.dead_letter_queues["etl"],
+        dag_child_queues=[queues.queues["email"], queues.queues["plain"], queues.queues["etl"]],
+        function_timeout=cdk.Duration.seconds(5),
+        queue_visibility_timeout=cdk.Duration.seconds(30),
+    )
+    allowed = _statements(consumer)
+
+    # Then it may send to each child queue and to each child's priority queue (a critical or
+    # high child goes there), to etl's priority queue (a critical job's retry), and to etl's
+    # DLQ, once each; not to any other DLQ
+    expected = [
+        queues.queues["etl"],
+        queues.priority_queues["etl"],
+        queues.queues["email"],
+        queues.priority_queues["email"],
+        queues.queues["plain"],
+        queues.dead_letter_queues["etl"],
+    ]
+    assert sorted(allowed["sqs:SendMessage"], key=str) == sorted(
+        (_arn(consumer, queue) for queue in expected), key=str
+    )
+    # And it consumes etl alone
+    assert allowed["sqs:ReceiveMessage"] == [_arn(consumer, queues.queues["etl"])]
+
+
+def test_send_targets_are_a_queue_and_its_priority_queue() -> None:
+    stack = cdk.Stack(cdk.App(), "Targets")
+    queues = JobQueues(
+        stack,
+        "JobQueues",
+        queue_settings={
+            "etl": QueueSettings(
+                max_receive_count=5, visibility_timeout_seconds=30, priority_queue=True
+            ),
+            "plain": QueueSettings(max_receive_count=5, visibility_timeout_seconds=30),
+        },
+    )
+    other = sqs.Queue(stack, "Other")
+    etl = JobQueues.send_targets(queues.queues["etl"])
+    assert len(etl) == 2
+    assert etl[0] is queues.queues["etl"] and etl[1] is queues.priority_queues["etl"]
+    [plain] = JobQueues.send_targets(queues.queues["plain"])
+    assert plain is queues.queues["plain"]
+    [alone] = JobQueues.send_targets(other)
+    assert alone is other

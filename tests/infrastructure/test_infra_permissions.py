@@ -29,6 +29,10 @@ CONSUME = {
 }
 # What the consumer SDK does on the job table: the fence read, status updates, retry timers.
 CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
+# Which queues are paused (a query of the queue states' partition only): a runner that
+# releases a DAG node's children must leave those of a paused queue for its catch-up.
+QUEUE_STATES = {"dynamodb:Query"}
+QUEUE_STATES_ONLY = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["queues"]}}
 API_TABLE = {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
@@ -47,10 +51,10 @@ EXPECTED = {
     # Read, cancel and retry jobs; query, delete (purge, replay) dead letters.
     "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
-    "workers": CONSUME | SEND | CONSUMER_TABLE,
+    "workers": CONSUME | SEND | CONSUMER_TABLE | QUEUE_STATES,
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
     # DAG node's children under on_failure=continue).
-    "dead_letters": CONSUME | CONSUMER_TABLE | SEND,
+    "dead_letters": CONSUME | CONSUMER_TABLE | SEND | QUEUE_STATES,
     # Write a DAG's nodes, read them back in one range query, claim and cancel them, send roots.
     "dags": {
         "dynamodb:BatchWriteItem",
@@ -73,8 +77,13 @@ EXPECTED = {
     "schedules": API_TABLE | SEND,
     "queues": API_TABLE | SEND,
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
-    "example_consumer": CONSUME | SEND | CONSUMER_TABLE,
+    "example_consumer": CONSUME | SEND | CONSUMER_TABLE | QUEUE_STATES,
 }
+# The functions that hand jobs to SQS: submit; the jobs function (a retry, a job's resume, a
+# DAG node's cancel under on_failure=continue); dags (roots, and what a resume releases); the
+# sweeper and schedules (occurrences); queues (a resume's catch-up); the workers' ack and the
+# dead-letter indexer (a DAG node's children). Any of them may send any job of any queue.
+SENDERS = ["submit", "jobs", "dags", "sweeper", "schedules", "queues", "workers", "dead_letters"]
 
 
 def table_arn(synthesized: Synthesized) -> dict[str, Any]:
@@ -126,6 +135,46 @@ def test_dispatching_functions_may_send_to_every_job_queue_only(
     # When we look at where it may send
     # Then it is every job queue, and never a dead-letter queue
     assert sorted(allowed["sqs:SendMessage"], key=str) == job_queue_arns(synthesized)
+
+
+def priority_queue_arns(synthesized: Synthesized) -> list[dict[str, Any]]:
+    priority = synthesized.stack.sundial.job_queues.priority_queues
+    return [
+        {"Fn::GetAtt": [synthesized.logical_id(f"JobQueues/{name}-priority"), "Arn"]}
+        for name in sorted(priority)
+    ]
+
+
+@pytest.mark.parametrize("name", SENDERS)
+def test_every_function_that_sends_jobs_may_send_to_every_queue_priority_queues_included(
+    synthesized: Synthesized, name: str
+) -> None:
+    # Given a function that hands jobs (a DAG node, a schedule's occurrence, a retry) to SQS
+    sends = synthesized.allowed(name)["sqs:SendMessage"]
+
+    # Then it may send to every job queue, and to every priority queue (where a critical or
+    # high job of a queue that has one goes)
+    assert priority_queue_arns(synthesized), "cdk.json configures a priority queue"
+    for queue in [*job_queue_arns(synthesized), *priority_queue_arns(synthesized)]:
+        assert queue in sends, queue
+
+
+@pytest.mark.parametrize("name", ["workers", "dead_letters", "example_consumer"])
+def test_runners_may_query_the_queue_states_and_no_other_partition(
+    synthesized: Synthesized, name: str
+) -> None:
+    # Given a function that ends attempts, and so releases DAG nodes' children
+    queries = [
+        statement
+        for statement in synthesized.statements(name)
+        if "dynamodb:Query" in statement["Action"]
+    ]
+
+    # Then its one query permission is on the queue states' partition of the job table alone
+    assert len(queries) == 1
+    assert queries[0]["Action"] == "dynamodb:Query"
+    assert queries[0]["Resource"] == table_arn(synthesized)
+    assert queries[0]["Condition"] == QUEUE_STATES_ONLY
 
 
 def test_sweeper_may_query_but_submit_may_not(synthesized: Synthesized) -> None:

@@ -443,6 +443,40 @@ def test_cancelling_one_occurrence_skips_it_and_the_schedule_goes_on(
     assert [r.run.outcome for r in runs] == [RunOutcome.FIRED, RunOutcome.CANCELLED]
 
 
+def test_a_cancelled_occurrence_retried_runs_now_and_the_schedule_goes_on(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given an hourly schedule whose waiting occurrence (13:00) is cancelled, then retried
+    # (POST /jobs/{id}/retry) before any sweep reached it
+    schedule = _create(deps, rate="1 hour", start_at="2026-11-21T13:00:00Z")
+    head = schedule.occurrence_key(schedule.first_at_ms).job_id
+    deps.jobs.cancel(head)
+    retried = deps.jobs.retry(head)
+    # Then the retried occurrence is sent at once (a retry runs now, at 12:00)
+    assert retried.status is Status.QUEUED
+    arrivals = Arrivals(deps, clock)
+    [envelope] = arrivals.read()
+    assert (envelope["id"], envelope["run_at"]) == (head, "2026-11-21T12:00:00.000Z")
+    # And the schedule is not stalled: the next occurrences run at 14:00 and 15:00, each once
+    _drive(_sweeper(deps, clock), [schedule.shard], clock, arrivals, minutes=185)
+    assert arrivals.run_at == Counter(
+        {
+            "2026-11-21T12:00:00.000Z": 1,
+            "2026-11-21T14:00:00.000Z": 1,
+            "2026-11-21T15:00:00.000Z": 1,
+        }
+    )
+    runs, _ = deps.schedules.runs(schedule.id, limit=5)
+    assert [r.run.at_ms for r in runs] == [
+        schedule.first_at_ms + 2 * 3_600_000,
+        schedule.first_at_ms + 3_600_000,
+        schedule.first_at_ms,
+    ]
+    # And 13:00's run record says it was cancelled, while its job shows it ran again
+    assert runs[-1].run.outcome is RunOutcome.CANCELLED
+    assert runs[-1].job is not None and runs[-1].job.status is Status.QUEUED
+
+
 def test_an_occurrence_cannot_be_paused_as_a_job(deps: Dependencies) -> None:
     schedule = _create(deps, rate="1 hour", start_at="2026-11-21T15:00:00Z")
     head = schedule.occurrence_key(schedule.first_at_ms).job_id  # waiting in the table

@@ -57,6 +57,7 @@ from sundial.models import (
     Priority,
     Status,
 )
+from sundial.release import Releaser
 from sundial.retry import RetryPolicy
 from sundial.sender import Outgoing, QueueSender
 from sundial.service import JobService
@@ -234,12 +235,16 @@ class DagProgress:
         clock: Clock,
         retention_days: int,
         inline_results_bytes: int,
+        releaser: Releaser | None = None,
     ) -> None:
+        """`releaser`: what holds a node of a paused queue for the queue's catch-up (and reads
+        which queues are paused); without it every queue counts as running."""
         self._store = store
         self._sender = sender
         self._clock = clock
         self._retention_s = retention_days * 86_400
         self._inline_bytes = inline_results_bytes
+        self._releaser = releaser
 
     def node_succeeded(self, node: Job, result_json: str | None) -> None:
         """Count the node on each child; release and send the children it completes."""
@@ -254,10 +259,32 @@ class DagProgress:
         else:
             self._cancel_descendants(node)
 
+    def paused_queues(self) -> frozenset[str]:
+        """The queues paused now (one read of their states), whose nodes wait for them."""
+        return self._releaser.paused_queues() if self._releaser is not None else frozenset()
+
+    def dispatch(self, nodes: Sequence[Job]) -> None:
+        """Hand released nodes on: a queued one (released on a running queue) is sent to SQS;
+        a pending one (its queue was paused when it was released) goes through the releaser
+        like any due job of an API call, which records it for that queue's catch-up while the
+        queue is still paused, or else sends it itself. Raises Unavailable if SQS refused any:
+        the caller's work is then repeated (an SQS redelivery, or the client's retry), and the
+        repeat dispatches them again."""
+        self.send([node for node in nodes if node.status is not Status.PENDING])
+        held = [node for node in nodes if node.status is Status.PENDING]
+        if held:
+            assert self._releaser is not None  # only a releaser's paused queues make these
+            refused = self._releaser.release(held, owned=False, by="dag").failed
+            if refused:
+                ids = ", ".join(node.id for node in refused)
+                raise Unavailable(f"released DAG nodes could not be sent to SQS: {ids}")
+
     def send(self, nodes: Sequence[Job]) -> None:
-        """Send released nodes to their queues. Raises Unavailable if SQS refused any: the
-        caller's work is then repeated (an SQS redelivery, or the client's retry), and the
+        """Send released (queued) nodes to their queues. Raises Unavailable if SQS refused any:
+        the caller's work is then repeated (an SQS redelivery, or the client's retry), and the
         repeat sends them again."""
+        if not nodes:
+            return
         now = self._clock.now_ms()
         outgoing = [Outgoing(node, attempt=node.attempts + 1, due_ms=now) for node in nodes]
         refused = self._sender.send(outgoing, now_ms=now)
@@ -269,10 +296,12 @@ class DagProgress:
         self,
         node: Job | None,
         *,
+        paused: Collection[str],
         released_by: int | None = None,
         known: dict[str, str] | None = None,
     ) -> Job | None:
-        """Release a blocked node whose parents have all finished (unless its DAG is paused).
+        """Release a blocked node whose parents have all finished (unless its DAG is paused):
+        queued, or pending if its queue is one of the `paused` ones (see `dispatch`).
         Returns the node after the write, or None if it was not (or no longer) releasable.
         `known`: parents' results already at hand, {name: result JSON}."""
         if node is None or node.status is not Status.BLOCKED:
@@ -286,6 +315,7 @@ class DagProgress:
             now_ms=self._clock.now_ms(),
             released_by=released_by,
             results_json=self._gather_results(node, known or {}),
+            queue_paused=node.queue in paused,
         )
         return after if released else None
 
@@ -296,14 +326,15 @@ class DagProgress:
         if dag is None or not dag.children:
             return
         key = DagKey.from_dag_id(dag.dag_id)
+        paused = self.paused_queues()
         released = []
         for child_index, parent_count in dag.children:
             child = self._count(
-                key.node_key(child_index), parent_count, parent, failed, result_json
+                key.node_key(child_index), parent_count, parent, failed, result_json, paused=paused
             )
             if child is not None:
                 released.append(child)
-        self.send(released)
+        self.dispatch(released)
 
     def _count(
         self,
@@ -312,22 +343,15 @@ class DagProgress:
         parent: Job,
         failed: bool,
         result_json: str | None,
+        *,
+        paused: frozenset[str],
     ) -> Job | None:
-        """Count `parent` on one child. Returns the child if it is to be sent now."""
+        """Count `parent` on one child. Returns the child if it is to be dispatched now."""
         assert parent.dag is not None
         me = parent.dag.index
         known = {} if result_json is None else {parent.dag.node: result_json}
         if parent_count == 1:  # the only parent: count and release in one write
-            inline = parent.dag.parent_results is ParentResults.INLINE
-            written, child = self._store.release_node(
-                child_key,
-                token=self._token(),
-                now_ms=self._clock.now_ms(),
-                last_parent=me,
-                failed=failed,
-                released_by=me,
-                results_json=self._results_text(known) if inline and known else None,
-            )
+            written, child = self._release_counting(child_key, parent, failed, known, paused=paused)
             if written:
                 return child
         else:
@@ -335,30 +359,89 @@ class DagProgress:
                 child_key, parent=me, failed=failed, expires_at_s=self._expiry()
             )
             if written:
-                return self.release_ready(child, released_by=me, known=known)
-        return self._repair(child, parent, failed, known)
+                return self.release_ready(child, paused=paused, released_by=me, known=known)
+        return self._repair(child, parent, failed, known, paused)
+
+    def _release_counting(
+        self,
+        child_key: JobKey,
+        parent: Job,
+        failed: bool,
+        known: dict[str, str],
+        *,
+        paused: frozenset[str] = frozenset(),
+        queue_paused: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """Count `parent`, the child's last parent, and release the child, in one write:
+        refused for a child on one of the `paused` queues, or with `queue_paused` released as
+        pending, for its queue's catch-up."""
+        assert parent.dag is not None
+        inline = parent.dag.parent_results is ParentResults.INLINE
+        return self._store.release_node(
+            child_key,
+            token=self._token(),
+            now_ms=self._clock.now_ms(),
+            last_parent=parent.dag.index,
+            failed=failed,
+            released_by=parent.dag.index,
+            results_json=self._results_text(known) if inline and known else None,
+            unless_queues=paused,
+            queue_paused=queue_paused,
+        )
 
     def _repair(
-        self, child: Job | None, parent: Job, failed: bool, known: dict[str, str]
+        self,
+        child: Job | None,
+        parent: Job,
+        failed: bool,
+        known: dict[str, str],
+        paused: frozenset[str],
     ) -> Job | None:
         """The write on `child` (shown as it was) was refused. Finish what a crashed or paused
-        earlier pass left undone; anything else (cancelled, released by another parent,
-        already run) needs nothing."""
+        earlier pass left undone, or release a child of a paused queue as pending; anything
+        else (cancelled, released by another parent, already run) needs nothing."""
         assert parent.dag is not None
         me = parent.dag.index
         if child is None or child.dag is None:
             return None  # expired, or never written
-        if child.status is Status.QUEUED and child.attempts == 0 and child.dag.released_by == me:
-            return child  # this parent released it and may have died before sending it
+        if (
+            child.status in (Status.QUEUED, Status.PENDING)
+            and child.attempts == 0
+            and child.dag.released_by == me
+        ):
+            # This parent released it and may have died before sending it, or before recording
+            # it for its paused queue's catch-up (a pending child: only a release makes one).
+            return child
         if child.status is not Status.BLOCKED:
             return None
-        if me not in child.dag.done_parents:
-            # The one-write release was refused because the DAG is paused: count only.
-            written, counted = self._store.count_finished_parent(
-                child.key, parent=me, failed=failed, expires_at_s=self._expiry()
+        if me in child.dag.done_parents:  # counted, but the release was cut short
+            return self.release_ready(child, paused=paused, released_by=me, known=known)
+        return self._count_refused(child, parent, failed, known, paused)
+
+    def _count_refused(
+        self,
+        child: Job,
+        parent: Job,
+        failed: bool,
+        known: dict[str, str],
+        paused: frozenset[str],
+    ) -> Job | None:
+        """Count `parent` on a blocked `child` whose count-and-release write was refused: by
+        the pause of the child's queue (the same one write again, releasing it as pending) or
+        of its DAG (count only: the DAG's resume releases it)."""
+        assert parent.dag is not None and child.dag is not None
+        if child.queue in paused and child.dag.waiting_on == 1 and not child.dag.held:
+            written, released = self._release_counting(
+                child.key, parent, failed, known, queue_paused=True
             )
-            return self.release_ready(counted, released_by=me, known=known) if written else None
-        return self.release_ready(child, released_by=me, known=known)
+            if written:
+                return released
+        written, counted = self._store.count_finished_parent(
+            child.key, parent=parent.dag.index, failed=failed, expires_at_s=self._expiry()
+        )
+        if not written:
+            return None
+        return self.release_ready(counted, paused=paused, released_by=parent.dag.index, known=known)
 
     def _gather_results(self, child: Job, known: dict[str, str]) -> str | None:
         """The parents' results to inline in a released child's message, if it wants them."""
@@ -456,7 +539,14 @@ class DagService:
             node_count=len(request.nodes),
             now_ms=now,
         )
-        nodes = self._build(request, key, now)
+        # A root due soon on a paused queue is left pending for the queue's catch-up, as any
+        # job submitted to it is (sundial.queue_state); the other roots are sent below.
+        paused = self._jobs.paused_queues(
+            {node.queue for node in request.nodes.values() if not node.depends_on}
+            if start <= now + DIRECT_WINDOW_MS
+            else set()
+        )
+        nodes = self._build(request, key, now, paused)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
         self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
@@ -466,12 +556,16 @@ class DagService:
             raise Unavailable(f"DAG {key.dag_id}: a root could not be handed to SQS; retry")
         return DagView(key, nodes)
 
-    def _build(self, request: SubmitDag, key: DagKey, now: int) -> list[Job]:
+    def _build(
+        self, request: SubmitDag, key: DagKey, now: int, paused: Collection[str]
+    ) -> list[Job]:
         index = {name: i for i, name in enumerate(request.nodes)}
         children = children_of({name: node.depends_on for name, node in request.nodes.items()})
         jobs = []
         for i, (name, spec) in enumerate(request.nodes.items()):
-            job = self._jobs.new_job(spec.job_request(), now, key=key.node_key(i))
+            job = self._jobs.new_job(
+                spec.job_request(), now, key=key.node_key(i), held=spec.queue in paused
+            )
             job.dag = DagLink(
                 dag_id=key.dag_id,
                 dag_name=request.name,
@@ -530,32 +624,48 @@ class DagService:
     def resume(self, dag_id: str) -> DagView:
         """Release what became ready while the DAG was paused, and dispatch its roots that are
         due. Also a repair: a node whose release or send was cut short is sent now. Resuming a
-        DAG that is not paused does exactly that repair, and is otherwise harmless."""
+        DAG that is not paused does exactly that repair, and is otherwise harmless. A node on
+        a paused queue is not sent: it is recorded for that queue's catch-up instead."""
         view = self.get(dag_id)
         now = self._clock.now_ms()
+        paused = self._progress.paused_queues()
         ready: list[Job] = []
         roots: list[Job] = []
         for node in view.nodes:
-            current = self._unhold(node, now) if _held(node) else node
+            current = self._unhold(node, now, paused) if _held(node) else node
             if current is None:
                 continue
             if current.status is Status.PENDING and current.direct:
                 roots.append(current)
+            elif current.status is Status.PENDING and _for_catch_up(current, now, paused):
+                ready.append(current)  # the dispatch records it for the catch-up, or sends it
             elif current.status is Status.BLOCKED:
-                released = self._progress.release_ready(current)
+                released = self._progress.release_ready(current, paused=paused)
                 if released is not None:
                     ready.append(released)
-        self._progress.send(ready)
+        self._progress.dispatch(ready)
         if self._jobs.dispatch_direct(roots):
             raise Unavailable(f"DAG {dag_id}: a root could not be handed to SQS; retry")
         return self.get(dag_id)
 
-    def _unhold(self, node: Job, now: int) -> Job | None:
+    def _unhold(self, node: Job, now: int, paused: Collection[str]) -> Job | None:
         """The node after lifting its hold (None if another resume lifted it first). A pending
-        root due within the direct window becomes the resume's to send."""
+        root due within the direct window becomes the resume's to send, unless its queue is
+        paused."""
         near = node.status is Status.PENDING and node.due_ms <= now + DIRECT_WINDOW_MS
-        unheld, after = self._store.unhold_node(node.key, make_direct=near)
+        unheld, after = self._store.unhold_node(
+            node.key, make_direct=near and node.queue not in paused
+        )
         return after if unheld else None
+
+
+def _for_catch_up(node: Job, now: int, paused: Collection[str]) -> bool:
+    """A pending node (not direct) that nothing but a queue's catch-up would send: a child
+    released while its queue was paused (children are never pending otherwise), or a root due
+    soon on a paused queue, whose due time may lie below the catch-up's range."""
+    assert node.dag is not None
+    child = node.dag.released_at_ms is not None
+    return child or (node.queue in paused and node.due_ms <= now + DIRECT_WINDOW_MS)
 
 
 def _held(node: Job) -> bool:

@@ -29,6 +29,7 @@ from sundial.clock import Clock
 from sundial.dags import DagProgress
 from sundial.ids import JobKey
 from sundial.models import AttemptError, Job, Status
+from sundial.release import Releaser
 from sundial.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 from sundial.settings import Settings
 from sundial.store import JobStore
@@ -54,6 +55,9 @@ class LifecycleDeps:
     settings: Settings
     clock: Clock
     rng: random.Random
+    # Holds a released DAG node of a paused queue for the queue's catch-up (sundial.dags);
+    # without it, nodes are sent whatever their queue's state.
+    releaser: Releaser | None = None
 
 
 def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptError:
@@ -78,6 +82,7 @@ class Attempts:
             clock=deps.clock,
             retention_days=deps.settings.retention_days,
             inline_results_bytes=MAX_RESULT_BYTES,
+            releaser=deps.releaser,
         )
 
     def admit(self, job: Job, attempt: int, *, redelivered: bool = False) -> bool:

@@ -106,6 +106,10 @@ class QueueStateStore:
                 return states
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def paused(self) -> frozenset[str]:
+        """The queues paused now (one query, as `all`)."""
+        return frozenset(name for name, state in self.all().items() if state.paused)
+
     def get(self, queue: str) -> QueueState:
         response = self._db.get_item(
             TableName=self._table, Key=self._key(queue), ConsistentRead=True

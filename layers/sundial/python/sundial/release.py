@@ -90,6 +90,10 @@ class Releaser:
         result.sent = [job for job in to_send if job.id not in failed]
         return result
 
+    def paused_queues(self) -> frozenset[str]:
+        """The queues paused now: their jobs wait for the queue's catch-up, not for this."""
+        return self._queue_states.paused()
+
     def _take(self, job: Job, now: int) -> Job | None:
         return self._store.take_direct(
             job.key, now_ms=now, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS

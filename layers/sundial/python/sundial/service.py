@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
+from sundial.chain import OccurrenceChain
 from sundial.clock import Clock
 from sundial.direct import DirectSender
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
@@ -41,9 +42,11 @@ class JobService:
         rng: random.Random | None = None,
         on_cancelled: Callable[[Job], None] | None = None,
         queue_states: QueueStateStore | None = None,
+        chain: OccurrenceChain | None = None,
     ) -> None:
         """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
-        so a DAG node's cancellation reaches its descendants (sundial.dags)."""
+        so a DAG node's cancellation reaches its descendants (sundial.dags). `chain` moves a
+        schedule on past a cancelled occurrence that is retried (sundial.chain)."""
         self._store = store
         self._sender = sender
         self._clock = clock
@@ -55,6 +58,7 @@ class JobService:
         self._on_cancelled = on_cancelled
         self._direct = DirectSender(store=store, sender=sender, clock=clock)
         self._queue_states = queue_states
+        self._chain = chain
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -72,7 +76,7 @@ class JobService:
         now = self._clock.now_ms()
         for index, request in enumerate(requests):
             self.check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
-        paused = self._paused_queues(
+        paused = self.paused_queues(
             {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
         )
         jobs = [self.new_job(request, now, held=request.queue in paused) for request in requests]
@@ -112,7 +116,7 @@ class JobService:
         if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
 
-    def _paused_queues(self, queues: set[str]) -> set[str]:
+    def paused_queues(self, queues: set[str]) -> set[str]:
         """Which of `queues` are paused: their due-soon jobs wait in the table, unsent, for the
         queue's resume to catch them up (sundial.queue_state)."""
         if self._queue_states is None:
@@ -205,6 +209,14 @@ class JobService:
         current = self._store.get(key)
         if current is None:
             raise JobNotFound(job_id)
+        occurrence = current.schedule_id is not None
+        unchained = occurrence and current.status is Status.CANCELLED and not current.chained
+        if unchained and self._chain is not None:
+            # A schedule's occurrence cancelled before its time: a sweep reaching it would move
+            # the schedule on from it, but once retried (direct) no sweep ever will. So move it
+            # on here first, as that sweep would (idempotent: a sweep or an earlier retry that
+            # got there first decided the same), so a crash next leaves it cancelled for one.
+            self._chain.advance(current, now_ms=now)
         requeued, job = self._store.requeue(
             key,
             extra_attempts=self._default_attempts(current.queue),
@@ -222,7 +234,7 @@ class JobService:
         if self._sender.send([Outgoing(job, attempt=job.attempts + 1, due_ms=now)], now_ms=now):
             raise Unavailable(f"job {job.id} could not be handed to SQS; retry the request")
         token = f"retry:{ULID.from_timestamp(now / 1000)}"
-        if self._store.claim(key, token=token, now_ms=now, lease_ms=0).won:
+        if self._store.claim(key, token=token, now_ms=now, lease_ms=0, chained=occurrence).won:
             job.status, job.queued_at_ms = Status.QUEUED, now
         return job
 
@@ -252,7 +264,7 @@ class JobService:
         now = self._clock.now_ms()
         due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
         current = self._store.get(key) if due_soon and self._queue_states else None
-        held = current is not None and bool(self._paused_queues({current.queue}))
+        held = current is not None and bool(self.paused_queues({current.queue}))
         resumed, job = self._store.resume(
             key, now_ms=now, direct=due_soon and not held, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )

@@ -16,7 +16,7 @@ range (ids.DagKey).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -556,13 +556,15 @@ class JobStore:
         """Make a pending job this caller's to send (direct), so no sweeper claims it: for jobs
         the cursor may have passed. A job another caller took and abandoned (marked before
         `stale_before_ms`, never sent) may be taken again. Returns the job as written, or None
-        if it was not pending or someone else holds it."""
+        if it was not pending, someone else holds it, or its DAG is paused."""
         taken, item = self._write_if(
             "update",
             Key=_key(key),
             UpdateExpression="SET direct = :true, resumed_at = :now",
+            # A root of a paused DAG (`held`) waits for the DAG's resume, whoever asks.
             ConditionExpression=(
-                "#status = :pending AND (attribute_not_exists(direct) OR resumed_at < :stale)"
+                "#status = :pending AND attribute_not_exists(held)"
+                " AND (attribute_not_exists(direct) OR resumed_at < :stale)"
             ),
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
@@ -832,28 +834,41 @@ class JobStore:
         failed: bool = False,
         released_by: int | None = None,
         results_json: str | None = None,
+        unless_queues: Collection[str] = (),
+        queue_paused: bool = False,
     ) -> tuple[bool, Job | None]:
         """blocked -> queued, for a node all of whose parents have finished and whose DAG is not
         paused. The caller sends it to SQS next (a crash in between is repaired by the parent's
         redelivery, see sundial.dags). With `last_parent`, that parent is counted in the same
         write (the node's only remaining parent): a one-parent node costs no extra write.
+        `unless_queues`: refuse a node on one of these queues (the paused ones).
+        `queue_paused`: the node's queue is paused, so it becomes an ordinary pending job
+        instead (not direct, so a queue's catch-up may take it; sundial.queue_state), which the
+        caller records for the catch-up.
         Returns (released, the node after the write, or as it was if not)."""
         values: Item = {
             ":blocked": _s(Status.BLOCKED),
-            ":queued": _s(Status.QUEUED),
-            ":token": _s(token),
             ":now": _n(now_ms),
             ":zero": _n(0),
         }
-        sets = [
-            "#status = :queued",
-            "claim_token = :token",
-            "lease_until = :now",
-            "queued_at = :now",
-            "released_at = :now",
-        ]
+        if queue_paused:
+            values[":pending"] = _s(Status.PENDING)
+            sets = ["#status = :pending", "released_at = :now"]
+        else:
+            values |= {":queued": _s(Status.QUEUED), ":token": _s(token)}
+            sets = [
+                "#status = :queued",
+                "claim_token = :token",
+                "lease_until = :now",
+                "queued_at = :now",
+                "released_at = :now",
+            ]
         adds: list[str] = []
         condition = "#status = :blocked AND attribute_not_exists(held)"
+        if unless_queues:
+            names = {f":queue{i}": _s(queue) for i, queue in enumerate(sorted(unless_queues))}
+            condition += f" AND NOT (#queue IN ({', '.join(names)}))"
+            values |= names
         if last_parent is None:
             condition += " AND waiting_on = :zero"
         else:
@@ -876,9 +891,10 @@ class JobStore:
             Key=_key(key),
             UpdateExpression=f"SET {', '.join(sets)}"
             + (f" ADD {', '.join(adds)}" if adds else "")
-            + " REMOVE expires_at",
+            + (" REMOVE expires_at, direct" if queue_paused else " REMOVE expires_at"),
             ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeNames={"#status": "status"}
+            | ({"#queue": "queue"} if unless_queues else {}),
             ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )

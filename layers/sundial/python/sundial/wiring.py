@@ -89,6 +89,7 @@ class Dependencies:
             retention_days=self.settings.retention_days,
             on_cancelled=self.dag_progress.node_stopped,
             queue_states=self.queue_states,
+            chain=self.chain,
         )
 
     @cached_property
@@ -139,6 +140,7 @@ class Dependencies:
                 settings=self.settings,
                 clock=self.clock,
                 rng=random.Random(),
+                releaser=self.releaser,
             )
         )
 
