@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sundial.clock import ManualClock
+from sundial.ids import JobKey
 from sundial.models import Status
 from sundial.sender import QueueSender
 from sundial.store import JobStore
@@ -281,3 +283,91 @@ def test_cancelled_pending_jobs_are_never_sent(deps: Dependencies, clock: Manual
     assert sweeper.sweep(ALL_SHARDS).dispatched == 6
     clock.advance(seconds=1000)
     assert set(_arrivals(deps)) == set(ids[4:])
+
+
+class _ClaimsMeetStore(JobStore):
+    """A JobStore whose first `parties` claims wait for each other before going to DynamoDB:
+    they can only all get through if they are in flight at the same time."""
+
+    def __init__(self, client: Any, table: str, parties: int) -> None:
+        super().__init__(client, table)
+        self._parties = parties
+        self._meet = threading.Barrier(parties, timeout=10)
+        self._lock = threading.Lock()
+        self.claims = 0
+
+    def claim(self, key: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self.claims += 1
+            meets = self.claims <= self._parties
+        if meets:
+            self._meet.wait()
+        return super().claim(key, **kwargs)
+
+
+def test_claims_are_made_concurrently_and_each_job_is_still_sent_once(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given 40 due jobs over 8 shards (so one shard has at least 5), and a sweeper that claims
+    # 4 at a time
+    ids = _submit(deps, 40, lambda i: 905 + i)
+    by_shard = Counter(JobKey.from_job_id(i).shard for i in ids)
+    busiest = max(by_shard, key=lambda shard: by_shard[shard])
+    ids = [i for i in ids if JobKey.from_job_id(i).shard == busiest]
+    clock.advance(seconds=200)  # every job within the lookahead
+    store = _ClaimsMeetStore(boto3.client("dynamodb"), deps.settings.table_name, parties=4)
+    sweeper = Sweeper(
+        store=store,
+        sender=QueueSender(boto3.client("sqs"), deps.settings.queue_urls),
+        clock=clock,
+        claim_concurrency=4,
+    )
+    # When it sweeps that shard (the first 4 claims only proceed once all 4 are in flight)
+    report = sweeper.sweep([busiest])
+    # Then every job was claimed once and sent once
+    assert report.dispatched == store.claims == len(ids) >= 5
+    clock.advance(seconds=1000)
+    arrivals = _arrivals(deps)
+    assert set(arrivals) == set(ids) and set(arrivals.values()) == {1}
+
+
+def test_a_claim_failing_amid_concurrent_claims_loses_nothing(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given 40 due jobs, and DynamoDB failing the 5th claim (after botocore's own retries)
+    ids = _submit(deps, 40, lambda i: 905 + i)
+    clock.advance(seconds=100)
+    sweeper, dynamodb, _ = _sweeper(deps, clock)
+    lock, claims = threading.Lock(), [0]
+
+    def fail_fifth_claim(params: dict[str, Any], **_: Any) -> None:
+        if ":token" not in params.get("ExpressionAttributeValues", {}):
+            return  # not a claim
+        with lock:
+            claims[0] += 1
+            fifth = claims[0] == 5
+        if fifth:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                "UpdateItem",
+            )
+
+    dynamodb.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail_fifth_claim)
+    # When the sweep fails part-way (some of its claims were made, none of that shard sent)
+    with pytest.raises(ClientError):
+        sweeper.sweep(ALL_SHARDS)
+    dynamodb.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", fail_fifth_claim)
+    # Then later sweeps send every job exactly once: the unclaimed ones at the next tick,
+    # the claimed-but-unsent ones once their lease is over
+    clock.advance(seconds=60)
+    sweeper.sweep(ALL_SHARDS)
+    clock.advance(ms=CLAIM_LEASE_MS)
+    sweeper.sweep(ALL_SHARDS)
+    clock.advance(seconds=1000)
+    arrivals = _arrivals(deps)
+    assert set(arrivals) == set(ids) and set(arrivals.values()) == {1}
+
+
+def test_claim_concurrency_must_be_positive(deps: Dependencies, clock: ManualClock) -> None:
+    with pytest.raises(ValueError, match="claim_concurrency"):
+        Sweeper(store=deps.store, sender=deps.sender, clock=clock, claim_concurrency=0)

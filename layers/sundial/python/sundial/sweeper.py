@@ -14,13 +14,16 @@ Within the range, higher priority goes first (critical, high, normal, low; then 
 when a backlog exceeds what one sweep can send, the time goes to the urgent jobs. A sweep that
 holds its cursor below jobs it sent records that it finished (a "done" item per shard and
 sweep), so a later sweep re-reading them does not take them over as if it had crashed.
-Pending jobs of a paused queue are passed over (sundial.queue_state); a schedule's occurrence
+Claims run concurrently (a small thread pool per sweep) and are settled in the order they
+were started, so the cursor rule above is unchanged. Pending jobs of a paused queue are passed
+over (sundial.queue_state); a schedule's occurrence
 first advances its schedule (sundial.chain).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,11 +36,16 @@ from sundial.models import Job, Priority, Status
 from sundial.queue_control import CATCH_UP_STALE_MS, CatchUp
 from sundial.queue_state import QueueState, QueueStateStore
 from sundial.sender import SQS_BATCH, Outgoing, QueueSender
-from sundial.store import DueRef, JobStore
+from sundial.store import ClaimOutcome, DueRef, JobStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
 
 # Flush claimed jobs to SQS once this many are waiting, so a long backlog streams out.
 _FLUSH_AT = SQS_BATCH * 10
+# Claims in flight at once in one sweep. A claim is one conditional UpdateItem: a few
+# milliseconds in DynamoDB against about half a millisecond of CPU here, so claiming one job
+# at a time leaves a sweeper mostly waiting (BENCHMARKS.md, "CPU per job" and "Scale").
+# boto3 clients are thread-safe; each claim is still its own conditional write.
+CLAIM_CONCURRENCY = 16
 _PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
 # A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
 SweptJob = DueRef | Job
@@ -84,7 +92,10 @@ class Sweeper:
         queue_states: QueueStateStore | None = None,
         catch_up: CatchUp | None = None,
         retention_days: int = 30,
+        claim_concurrency: int = CLAIM_CONCURRENCY,
     ) -> None:
+        if claim_concurrency < 1:
+            raise ValueError("claim_concurrency must be at least 1")
         self._store = store
         self._sender = sender
         self._clock = clock
@@ -92,6 +103,7 @@ class Sweeper:
         self._queue_states = queue_states
         self._catch_up = catch_up
         self._retention_s = retention_days * 86_400
+        self._claim_concurrency = claim_concurrency
 
     def sweep(
         self, shards: Sequence[int], *, remaining_ms: Callable[[], int] | None = None
@@ -105,22 +117,24 @@ class Sweeper:
         paused = frozenset(name for name, state in states.items() if state.paused)
         cursors = self._store.read_cursors(shards)
         report = SweepReport()
-        for shard in shards:
-            if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
-                break  # the shards not reached keep their cursors; the next tick continues
-            shard_sweep = _ShardSweep(
-                store=self._store,
-                sender=self._sender,
-                clock=self._clock,
-                shard=shard,
-                cursor=cursors.get(shard),
-                token=token,
-                remaining_ms=remaining_ms,
-                paused_queues=paused,
-                chain=self._chain,
-                retention_s=self._retention_s,
-            )
-            report.add(shard_sweep.run())
+        with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
+            for shard in shards:
+                if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
+                    break  # the shards not reached keep their cursors; the next tick continues
+                shard_sweep = _ShardSweep(
+                    store=self._store,
+                    sender=self._sender,
+                    clock=self._clock,
+                    shard=shard,
+                    cursor=cursors.get(shard),
+                    token=token,
+                    remaining_ms=remaining_ms,
+                    claims=claims,
+                    paused_queues=paused,
+                    chain=self._chain,
+                    retention_s=self._retention_s,
+                )
+                report.add(shard_sweep.run())
         self._finish_catch_ups(states, shards, remaining_ms, report)
         return report
 
@@ -159,6 +173,7 @@ class _ShardSweep:
         cursor: str | None,
         token: str,
         remaining_ms: Callable[[], int] | None,
+        claims: Executor,
         paused_queues: frozenset[str] = frozenset(),
         chain: OccurrenceChain | None = None,
         retention_s: int = 30 * 86_400,
@@ -168,10 +183,12 @@ class _ShardSweep:
         self._cursor = cursor or due_sk_bound(0, upper=False)
         self._token = token
         self._remaining_ms = remaining_ms
+        self._claims = claims
         self._paused_queues = paused_queues
         self._chain = chain
         self._retention_s = retention_s
         self._hold: str | None = None  # lowest sort key that must be looked at again
+        self._in_flight: list[tuple[SweptJob, Future[ClaimOutcome]]] = []  # claims, in order
         self._claimed: list[Job] = []
         self._handled: set[str] = set()  # sort keys already dealt with in this sweep
         self._frontier_sk = ""
@@ -196,7 +213,7 @@ class _ShardSweep:
                 self._hold_at(min(refs[i].key.sk for i in order[position:]))
                 break
             self._consider(refs[index])
-            if len(self._claimed) >= _FLUSH_AT:
+            if len(self._in_flight) + len(self._claimed) >= _FLUSH_AT:
                 self._flush()
         self._flush()
         next_cursor = self._hold or due_sk_bound(frontier + 1, upper=False)
@@ -272,7 +289,10 @@ class _ShardSweep:
     def _claim(
         self, job: SweptJob, now: int, *, from_token: str | None, chained: bool = False
     ) -> None:
-        outcome = self._store.claim(
+        """Start the claim; its outcome is settled, in the order claims were started, before
+        the next flush."""
+        claim = self._claims.submit(
+            self._store.claim,
             job.key,
             token=self._token,
             now_ms=now,
@@ -283,6 +303,14 @@ class _ShardSweep:
             chained=chained,
             return_job=True,
         )
+        self._in_flight.append((job, claim))
+
+    def _settle_claims(self) -> None:
+        in_flight, self._in_flight = self._in_flight, []
+        for job, claim in in_flight:
+            self._settle(job, claim.result())
+
+    def _settle(self, job: SweptJob, outcome: ClaimOutcome) -> None:
         if outcome.won and outcome.job is not None:
             self._claimed.append(outcome.job)
             return
@@ -292,6 +320,7 @@ class _ShardSweep:
             self._hold_at(job.key.sk)  # someone else claimed it first and may still fail
 
     def _flush(self) -> None:
+        self._settle_claims()
         if not self._claimed:
             return
         claimed, self._claimed = self._claimed, []
