@@ -1,0 +1,397 @@
+"""The cost ledger: every AWS call and capacity unit per job, path by path, in dollars per
+million jobs, beside a Dynein-style baseline (run here on moto too) and the EventBridge
+Scheduler model.
+
+A path is one small function that drives jobs through the real handlers on an
+`InProcessSundial`; register it with `@ledger_path`. Each path runs in a fresh emulator, and
+everything metered during it is charged to its jobs, so per-tick costs (the fan-out, the
+sweepers' cursor reads and writes, their queries) are included at the path's volume and shown
+apart. The schedules/DAG issue adds its paths the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.dynein import DyneinScheduler
+from bench.meter import Call
+from bench.prices import MILLION, PRICES, Prices
+from bench.system import InProcessSundial, Invocation, payload
+from sundial.clock import to_rfc3339
+from sundial.envelope import Envelope
+from sundial.ids import JobKey
+from sundial.timing import SWEEP_LOOKAHEAD_MS
+
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+TICKS_PER_MONTH = 30 * 24 * 60
+# Who is on which side: sending jobs to SQS (the target of <= 0.2 requests per job), or
+# taking them off it again (the event source mapping's pollers and the consumer).
+DISPATCH_ACTORS = frozenset(
+    {"submit", "jobs", "fanout", "sweeper", "dynein api", "dynein scheduler"}
+)
+PER_SHARD_DETAILS = frozenset({"cursor", "shard count"})
+
+PathDriver = Callable[[InProcessSundial, int], None]
+
+
+@dataclass(frozen=True)
+class LedgerPath:
+    key: str
+    title: str
+    drive: PathDriver
+
+
+PATHS: list[LedgerPath] = []
+
+
+def ledger_path(key: str, title: str) -> Callable[[PathDriver], PathDriver]:
+    """Register a path: `drive(system, jobs)` takes `jobs` jobs through it."""
+
+    def register(drive: PathDriver) -> PathDriver:
+        PATHS.append(LedgerPath(key, title, drive))
+        return drive
+
+    return register
+
+
+# -- the paths ------------------------------------------------------------------------------
+
+
+def _delayed_jobs(system: InProcessSundial, count: int) -> list[dict[str, Any]]:
+    """Jobs due an hour from now, spread over one minute (so one sweep tick dispatches them)."""
+    now = system.clock.now_ms()
+    return [
+        {
+            "queue": "default",
+            "run_at": to_rfc3339(now + HOUR_MS + system.rng.randrange(MINUTE_MS)),
+            "payload": payload(),
+        }
+        for _ in range(count)
+    ]
+
+
+def _due(ids: Sequence[str]) -> list[int]:
+    return [JobKey.from_job_id(job_id).due_ms for job_id in ids]
+
+
+def _sweep_then_run(system: InProcessSundial, ids: Sequence[str]) -> None:
+    """The one tick whose lookahead reaches every job, then the consumer once all are due."""
+    due = _due(ids)
+    system.clock.set(max(due) - SWEEP_LOOKAHEAD_MS)
+    system.tick()
+    system.clock.set(max(due) + 1_000)
+    system.consume("default")
+
+
+@ledger_path("delayed", "Delayed job, succeeds first time")
+def delayed_succeeds(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs))
+    _sweep_then_run(system, ids)
+
+
+@ledger_path("retry", "Delayed job, fails once, succeeds on the retry")
+def delayed_retried_once(system: InProcessSundial, jobs: int) -> None:
+    def fail_first_attempt(job: Envelope) -> None:
+        if job.attempt == 1:
+            raise RuntimeError("first attempt fails")
+
+    system.behaviour = fail_first_attempt
+    ids = system.submit(_delayed_jobs(system, jobs))
+    _sweep_then_run(system, ids)
+    # The retry waits up to the queue's initial retry delay (10 s, full jitter) in SQS.
+    system.clock.advance(seconds=11)
+    system.consume("default")
+
+
+@ledger_path("cancelled", "Delayed job, cancelled while pending")
+def cancelled(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs))
+    for job_id in ids:
+        status, answer = system.api("DELETE", f"/jobs/{job_id}")
+        assert status == 200, answer
+    _sweep_then_run(system, ids)
+
+
+@ledger_path("immediate", "Immediate job (no delay), succeeds")
+def immediate(system: InProcessSundial, jobs: int) -> None:
+    system.submit(
+        [
+            {"queue": "default", "delay_seconds": 0, "payload": payload(), "priority": "critical"}
+            for _ in range(jobs)
+        ]
+    )
+    system.clock.advance(seconds=1)
+    system.consume("default")
+
+
+@ledger_path("batch", "Batch submit of 25 delayed jobs per request, each succeeds")
+def batch_of_25(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs), batch=True)
+    _sweep_then_run(system, ids)
+
+
+# -- running and summing up -----------------------------------------------------------------
+
+
+@dataclass
+class Metered:
+    """What one run metered: the calls, the Lambda invocations and the API requests."""
+
+    jobs: int
+    calls: list[Call]
+    invocations: list[Invocation]
+    api_requests: int
+    outcome: dict[str, int]
+
+    @classmethod
+    def of(cls, system: InProcessSundial, jobs: int, outcome: dict[str, int]) -> Metered:
+        return cls(
+            jobs, list(system.meter.calls), list(system.invocations), system.api_requests, outcome
+        )
+
+
+def job_statuses(system: InProcessSundial) -> dict[str, int]:
+    """How the jobs ended, read without metering (to check a path did what it says)."""
+    with system.meter.paused():
+        items: list[dict[str, Any]] = []
+        client = system.session.client("dynamodb")
+        for page in client.get_paginator("scan").paginate(TableName=system.table):
+            items += page["Items"]
+    return dict(Counter(item["status"]["S"] for item in items if item["sk"]["S"][:1].isdigit()))
+
+
+def run_path(path: LedgerPath, config: BenchConfig, jobs: int) -> dict[str, Any]:
+    with InProcessSundial(config) as system:
+        path.drive(system, jobs)
+        metered = Metered.of(system, jobs, job_statuses(system))
+    return {"key": path.key, "title": path.title, **summarize(metered, config)}
+
+
+def run_dynein(config: BenchConfig, jobs: int) -> dict[str, Any]:
+    """The Dynein-style baseline on the same emulator, jobs, payloads and event source mapping.
+    Its API and scheduler are charged as if they ran on Lambda like Sundial's (an API Gateway
+    request and an invocation per job; one scheduler invocation per group of shards per tick),
+    so the two differ only in how they use DynamoDB and SQS."""
+    with InProcessSundial(config) as system:
+        scheduler = DyneinScheduler(
+            dynamodb=system.session.client("dynamodb"),
+            sqs=system.session.client("sqs"),
+            table=system.table,
+            queue_urls=system.queue_urls,
+            shard_count=config.shard_count,
+            rng=system.rng,
+        )
+        now = system.clock.now_ms()
+        due = [now + HOUR_MS + system.rng.randrange(MINUTE_MS) for _ in range(jobs)]
+        for due_ms in due:
+            system.api_requests += 1
+            system.invoke(
+                "dynein api",
+                lambda due_ms=due_ms: scheduler.schedule(  # type: ignore[misc]
+                    queue="default", payload=payload(), due_ms=due_ms, now_ms=system.clock.now_ms()
+                ),
+            )
+        system.clock.set(max(due))  # Dynein dispatches jobs once overdue: one tick after all
+        shards = list(range(config.shard_count))
+        for start in range(0, len(shards), config.shards_per_sweeper):
+            group = shards[start : start + config.shards_per_sweeper]
+            system.invoke(
+                "dynein scheduler",
+                lambda group=group: [  # type: ignore[misc]
+                    scheduler.tick(s, now_ms=system.clock.now_ms()) for s in group
+                ],
+            )
+        system.clock.advance(seconds=1)
+        consumed = system.consume("default", handler=_plain_consumer)
+        metered = Metered.of(system, jobs, {"consumed": consumed})
+    return {
+        "key": "dynein",
+        "title": "Dynein-style baseline (model, run on moto): delayed job",
+        **summarize(metered, config),
+    }
+
+
+def _plain_consumer(event: dict[str, Any], _context: Any) -> dict[str, Any]:
+    """A consumer with no status tracking: it reads each job and acknowledges it."""
+    for record in event["Records"]:
+        json.loads(record["body"])
+    return {"batchItemFailures": []}
+
+
+def run_idle_tick(config: BenchConfig) -> dict[str, Any]:
+    """What one minute's tick costs when nothing is due: a fixed cost, whatever the volume."""
+    with InProcessSundial(config) as system:
+        system.tick()  # the first tick records the shard count: not a steady-state cost
+        system.meter.reset()
+        system.invocations.clear()
+        system.tick()
+        metered = Metered.of(system, 1, {})
+    per_tick = summarize(metered, config)
+    return {
+        "per_tick": per_tick,
+        "dollars_per_month": per_tick["dollars_per_million"]["total"] * TICKS_PER_MONTH / MILLION,
+    }
+
+
+def run_dispatch_batching(config: BenchConfig, volumes: Sequence[int]) -> list[dict[str, Any]]:
+    """SQS requests per job on dispatch, against how many jobs one tick dispatches: the
+    sweeper sends each shard's due jobs in batches of 10, so small volumes fill few batches."""
+    rows = []
+    with InProcessSundial(config, size_items=False) as system:
+        for volume in volumes:
+            ids = system.submit(_delayed_jobs(system, volume), batch=True)
+            system.meter.reset()
+            due = _due(ids)
+            system.clock.set(max(due) - SWEEP_LOOKAHEAD_MS)
+            system.tick()
+            sends = [c for c in system.meter.calls if c.operation == "SendMessageBatch"]
+            claims = sum(
+                1 for c in system.meter.calls if c.operation == "UpdateItem" and c.detail == "job"
+            )
+            rows.append(
+                {
+                    "jobs_per_tick": volume,
+                    "jobs_per_shard": volume / config.shard_count,
+                    "claimed": claims,
+                    "send_requests": sum(c.sqs_requests for c in sends),
+                    "sqs_requests_per_job": sum(c.sqs_requests for c in sends) / volume,
+                }
+            )
+            system.clock.set(max(due) + HOUR_MS)
+    return rows
+
+
+def side(actor: str) -> str:
+    return "schedule" if actor in DISPATCH_ACTORS else "consume"
+
+
+def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) -> dict[str, Any]:
+    """Per-job quantities, and dollars per million jobs for each side (scheduling: submit to
+    in SQS; consuming: SQS to done, status included) and in all."""
+    jobs = metered.jobs
+    calls, invocations = metered.calls, metered.invocations
+    memory = {name: _memory_mb(config, name) for name in {i.function for i in invocations}}
+
+    def per_job(value: float) -> float:
+        return value / jobs
+
+    def gb_s(selected: Sequence[Invocation], *, modelled: bool) -> float:
+        return sum(
+            (i.modelled_ms if modelled else i.billed_ms) / 1000 * memory[i.function] / 1024
+            for i in selected
+        )
+
+    dollars: dict[str, dict[str, float]] = {}
+    for name in ("schedule", "consume"):
+        mine = [c for c in calls if side(c.actor) == name]
+        runs = [i for i in invocations if side(i.function) == name]
+        items = {
+            "dynamodb_writes": sum(c.write_units for c in mine) * prices.dynamodb_write_unit,
+            "dynamodb_reads": sum(c.read_units for c in mine) * prices.dynamodb_read_unit,
+            "sqs": sum(c.sqs_requests for c in mine) * prices.sqs_request,
+            "lambda_requests": len(runs) * prices.lambda_request,
+            "lambda_duration": gb_s(runs, modelled=True) * prices.lambda_gb_second,
+        }
+        if name == "schedule":
+            items["api_gateway"] = metered.api_requests * prices.api_gateway_http_request
+        dollars[name] = {k: per_job(v) * MILLION for k, v in items.items()}
+        dollars[name]["total"] = sum(dollars[name].values())
+    writes = [c for c in calls if c.service == "dynamodb" and c.write_units]
+    reads = [c for c in calls if c.service == "dynamodb" and not c.write_units]
+    sqs = [c for c in calls if c.service == "sqs"]
+    count = Counter(i.function for i in invocations)
+    quantities = {
+        "write_units_job_items": per_job(
+            sum(c.write_units for c in writes if c.detail not in PER_SHARD_DETAILS)
+        ),
+        "write_units_per_shard_items": per_job(
+            sum(c.write_units for c in writes if c.detail in PER_SHARD_DETAILS)
+        ),
+        "write_units_reported_by_moto": per_job(sum(c.reported_units for c in writes)),
+        "write_requests": per_job(sum(c.items for c in writes)),
+        "read_units": per_job(sum(c.read_units for c in reads)),
+        "read_units_reported_by_moto": per_job(sum(c.reported_units for c in reads)),
+        "sqs_requests_dispatch": per_job(
+            sum(c.sqs_requests for c in sqs if side(c.actor) == "schedule")
+        ),
+        "sqs_requests_consume": per_job(
+            sum(c.sqs_requests for c in sqs if side(c.actor) == "consume")
+        ),
+        "lambda_requests": per_job(len(invocations)),
+        "lambda_gb_s_measured": per_job(gb_s(invocations, modelled=False)),
+        "lambda_gb_s_modelled": per_job(gb_s(invocations, modelled=True)),
+        "api_requests": per_job(metered.api_requests),
+    }
+    operations = Counter(f"{c.actor}: {c.service} {c.operation}" for c in calls)
+    return {
+        "jobs": jobs,
+        "outcome": metered.outcome,
+        "per_job": quantities,
+        "calls_per_job": {k: v / jobs for k, v in sorted(operations.items())},
+        "invocations_per_job": {k: v / jobs for k, v in sorted(count.items())},
+        "mean_ms": {
+            name: {
+                "measured": _mean([i.billed_ms for i in invocations if i.function == name]),
+                "modelled": _mean([i.modelled_ms for i in invocations if i.function == name]),
+                "memory_mb": memory[name],
+            }
+            for name in sorted(count)
+        },
+        "dollars_per_million": {
+            **dollars,
+            "total": dollars["schedule"]["total"] + dollars["consume"]["total"],
+            "lambda_duration_measured": per_job(gb_s(invocations, modelled=False))
+            * prices.lambda_gb_second
+            * MILLION,
+        },
+    }
+
+
+def eventbridge_model(dynein: dict[str, Any], prices: Prices = PRICES) -> dict[str, Any]:
+    """EventBridge Scheduler: $1.00 per million invocations plus one SendMessage per job; the
+    consuming side is the Dynein run's (the same plain consumer, no status tracking)."""
+    schedule = {
+        "scheduler_invocations": prices.eventbridge_scheduler_invocation * MILLION,
+        "sqs": prices.sqs_request * MILLION,
+    }
+    schedule["total"] = sum(schedule.values())
+    consume = dict(dynein["dollars_per_million"]["consume"])
+    return {
+        "key": "eventbridge",
+        "title": "EventBridge Scheduler (model): one schedule and one SendMessage per job",
+        "dollars_per_million": {
+            "schedule": schedule,
+            "consume": consume,
+            "total": schedule["total"] + consume["total"],
+        },
+    }
+
+
+def _memory_mb(config: BenchConfig, function: str) -> int:
+    """Dynein's API and scheduler are charged at the memory of the functions they stand for."""
+    stands_for = {"dynein api": "submit", "dynein scheduler": "sweeper"}
+    return config.memory_mb(stands_for.get(function, function))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def run_ledger(config: BenchConfig, jobs: int, batching_volumes: Sequence[int]) -> dict[str, Any]:
+    paths = [run_path(path, config, jobs) for path in PATHS]
+    dynein = run_dynein(config, jobs)
+    return {
+        "jobs_per_path": jobs,
+        "paths": paths,
+        "dynein": dynein,
+        "eventbridge": eventbridge_model(dynein),
+        "idle_tick": run_idle_tick(config),
+        "dispatch_batching": run_dispatch_batching(config, batching_volumes),
+        "prices": PRICES.rows(),
+    }
