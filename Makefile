@@ -77,6 +77,18 @@ demo: $(VENV)/.installed ## Submit a realistic mix of jobs to the running `make 
 report: $(VENV)/.installed ## Job history report with local Spark: from the running `make run`, else synthetic
 	$(PY) scripts/report.py
 
+# make bench: the full suite (about 15 minutes, 5 of them the real-time precision run), writing
+# BENCHMARKS.md and bench/results/. BENCH_QUICK=1 runs a short profile into build/bench-quick/.
+BENCH_PROFILE := $(if $(BENCH_QUICK),quick,full)
+
+.PHONY: bench
+bench: synth ## Run the benchmark suite: BENCHMARKS.md and plots in bench/results/ (BENCH_QUICK=1: short)
+	$(PY) -m bench --profile $(BENCH_PROFILE) --command "make bench$(if $(BENCH_QUICK), BENCH_QUICK=1,)"
+
+.PHONY: bench-smoke
+bench-smoke: synth ## The benchmark suite at toy sizes, into build/bench-smoke/ (keeps the code working)
+	$(PY) -m bench --profile smoke --command "make bench-smoke"
+
 .PHONY: lock
 lock: $(VENV)/.installed ## Re-resolve requirements.lock and requirements-lambda.lock from pyproject.toml
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --python-version 3.11 \

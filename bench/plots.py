@@ -1,0 +1,129 @@
+"""The PNG plots under bench/results/ (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt
+
+COMPONENTS = (
+    ("dynamodb_writes", "DynamoDB writes"),
+    ("dynamodb_reads", "DynamoDB reads"),
+    ("sqs", "SQS"),
+    ("lambda_requests", "Lambda requests"),
+    ("lambda_duration", "Lambda GB-s"),
+    ("api_gateway", "API Gateway"),
+    ("scheduler_invocations", "EventBridge Scheduler"),
+)
+
+
+def _save(figure: Any, path: Path) -> str:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path.name
+
+
+def cost_per_million(rows: list[tuple[str, dict[str, Any]]], path: Path) -> str:
+    """Stacked bars: $ per million jobs by component, scheduling and consuming sides summed."""
+    figure, axes = plt.subplots(figsize=(10, 4.8))
+    labels = [label for label, _ in rows]
+    bottoms = [0.0] * len(rows)
+    for key, name in COMPONENTS:
+        values = [
+            sum(d["dollars_per_million"][s].get(key, 0.0) for s in ("schedule", "consume"))
+            for _, d in rows
+        ]
+        if any(values):
+            axes.bar(labels, values, bottom=bottoms, label=name)
+            bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    for x, total in enumerate(bottoms):
+        axes.text(x, total, f"${total:.2f}", ha="center", va="bottom", fontsize=9)
+    axes.set_ylabel("$ per million jobs")
+    axes.set_title("Cost per million jobs, all in (us-east-1 on-demand)")
+    axes.tick_params(axis="x", labelrotation=20, labelsize=8)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def dispatch_batching(rows: list[dict[str, Any]], target: float, path: Path) -> str:
+    figure, axes = plt.subplots(figsize=(7, 4))
+    xs = [r["jobs_per_tick"] for r in rows]
+    axes.plot(xs, [r["sqs_requests_per_job"] for r in rows], marker="o", label="Sundial (measured)")
+    axes.axhline(1.0, color="grey", linestyle=":", label="one SendMessage per job (Dynein)")
+    axes.axhline(target, color="red", linestyle="--", label=f"target {target}")
+    axes.set_xscale("log")
+    axes.set_xlabel("jobs dispatched by one tick (64 shards)")
+    axes.set_ylabel("SQS requests per job, dispatch side")
+    axes.set_title("Batching on dispatch against volume")
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def lateness_histogram(lateness_ms: list[float], p99: float, path: Path) -> str:
+    figure, axes = plt.subplots(figsize=(8, 4))
+    axes.hist(lateness_ms, bins=60, color="tab:blue")
+    axes.axvline(p99, color="black", linestyle="--", label=f"p99 {p99:.0f} ms")
+    axes.axvline(1000, color="red", linestyle=":", label="target p99 1,000 ms")
+    axes.axvline(0, color="grey", linewidth=1)
+    axes.set_xlabel("lateness: receivable in SQS minus due time (ms)")
+    axes.set_ylabel("jobs")
+    axes.set_title(f"Timing precision, {len(lateness_ms)} jobs on the local runtime")
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def pickup(samples: dict[str, list[float]], path: Path) -> str:
+    figure, axes = plt.subplots(figsize=(8, 4))
+    for label, values in samples.items():
+        axes.hist(values, bins=40, alpha=0.6, label=label)
+    axes.axvline(100, color="red", linestyle=":", label="target 100 ms")
+    axes.set_xlabel("submit call to visible in SQS (ms)")
+    axes.set_ylabel("jobs")
+    axes.set_title("Pickup latency of an immediate critical job")
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def cpu_per_job(rows: list[dict[str, Any]], path: Path) -> str:
+    figure, axes = plt.subplots(figsize=(8, 4))
+    names = [r["scenario"] for r in rows]
+    axes.bar(names, [r["cpu_us_per_job_median"] for r in rows], color="tab:green")
+    for x, r in enumerate(rows):
+        axes.text(
+            x,
+            r["cpu_us_per_job_median"],
+            f"{r['cpu_us_per_job_median']:.0f}",
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
+    axes.set_ylabel("µs of CPU per job (one core, median)")
+    axes.set_title("Sundial's own CPU per job, against a zero-latency stub of AWS")
+    return _save(figure, path)
+
+
+def throughput_model(model: dict[str, Any], path: Path) -> str:
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    shards = model["shard_counts"]
+    for axes, key, target, title in (
+        (left, "submissions", 10_000, "Submissions/s (steady state)"),
+        (right, "dispatches", 100_000, "Dispatches/s"),
+    ):
+        for name, series in model[key].items():
+            axes.plot(shards, [series["rates"][str(s)] for s in shards], marker=".", label=name)
+        axes.axhline(target, color="red", linestyle="--", label=f"target {target:,}")
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
+        axes.set_xlabel("shards")
+        axes.set_ylabel("jobs per second")
+        axes.set_title(title)
+        axes.legend(fontsize=7)
+    quota = model["table_quota_wcu_per_s"] / 3
+    left.axhline(quota, color="grey", linestyle=":", label="default table quota / 3 writes")
+    right.axhline(quota, color="grey", linestyle=":")
+    return _save(figure, path)

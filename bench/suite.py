@@ -1,0 +1,267 @@
+"""The benchmark suite: profiles (how big each run is), sections (each in its own process, so
+memory, module state and logs stay apart), and the run that ties them to the report.
+
+    python -m bench                    # full run: BENCHMARKS.md and bench/results/*.png
+    python -m bench --profile quick    # a few minutes (make bench BENCH_QUICK=1)
+    python -m bench --profile smoke    # seconds-scale, into build/bench-smoke (make bench-smoke)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.config import ROOT, BenchConfig, load_config
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    ledger_jobs: int
+    batching_volumes: tuple[int, ...]
+    cpu_jobs: dict[str, int]
+    cpu_repeats: int
+    precision_jobs: int
+    precision_window_s: int
+    precision_lead_s: int
+    pickup_jobs: int
+    scale_backlog: int
+    scale_window: int
+    compaction_events: int
+    sections: tuple[str, ...] = ("ledger", "cpu", "pickup", "scale", "precision", "compaction")
+
+
+PROFILES = {
+    "full": Profile(
+        name="full",
+        ledger_jobs=500,
+        batching_volumes=(64, 320, 640, 3200),
+        cpu_jobs={
+            "submit": 300,
+            "submit_immediate": 200,
+            "submit_batch": 1000,
+            "sweeper": 4000,
+            "consumer": 500,
+        },
+        cpu_repeats=5,
+        precision_jobs=2000,
+        precision_window_s=300,
+        precision_lead_s=30,
+        pickup_jobs=200,
+        scale_backlog=100_000,
+        scale_window=10_000,
+        compaction_events=1_000_000,
+    ),
+    "quick": Profile(
+        name="quick",
+        ledger_jobs=100,
+        batching_volumes=(64, 640),
+        cpu_jobs={
+            "submit": 100,
+            "submit_immediate": 50,
+            "submit_batch": 250,
+            "sweeper": 800,
+            "consumer": 100,
+        },
+        cpu_repeats=3,
+        precision_jobs=300,
+        precision_window_s=60,
+        precision_lead_s=20,
+        pickup_jobs=50,
+        scale_backlog=20_000,
+        scale_window=2_000,
+        compaction_events=100_000,
+    ),
+    "smoke": Profile(
+        name="smoke",
+        ledger_jobs=25,
+        batching_volumes=(64,),
+        cpu_jobs={
+            "submit": 10,
+            "submit_immediate": 10,
+            "submit_batch": 25,
+            "sweeper": 80,
+            "consumer": 10,
+        },
+        cpu_repeats=1,
+        precision_jobs=25,
+        precision_window_s=5,
+        precision_lead_s=8,
+        pickup_jobs=5,
+        scale_backlog=1_000,
+        scale_window=200,
+        compaction_events=10_000,
+    ),
+}
+
+
+def _ledger(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.ledger import run_ledger  # noqa: PLC0415 - each section imports what it needs
+
+    return run_ledger(config, profile.ledger_jobs, profile.batching_volumes)
+
+
+def _cpu(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.cpu import run_cpu  # noqa: PLC0415
+
+    memory = {name: config.memory_mb(name) for name in ("submit", "sweeper", "consumer")}
+    return run_cpu(profile.cpu_jobs, profile.cpu_repeats, memory, workdir)
+
+
+def _pickup(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.pickup import run_pickup  # noqa: PLC0415
+
+    return run_pickup(config.cdk_out, jobs=profile.pickup_jobs, workdir=workdir)
+
+
+def _precision(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.precision import run_precision  # noqa: PLC0415
+
+    return run_precision(
+        config.cdk_out,
+        jobs=profile.precision_jobs,
+        window_s=profile.precision_window_s,
+        lead_s=profile.precision_lead_s,
+        workdir=workdir,
+    )
+
+
+def _scale(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.scale import run_scale  # noqa: PLC0415
+
+    return run_scale(
+        backlog=profile.scale_backlog,
+        window=profile.scale_window,
+        shards=config.shards_per_sweeper,  # one sweeper's group (see bench.scale)
+        workdir=workdir,
+    )
+
+
+def _compaction(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    """The history issue provides bench/compaction.py; until then the section says so."""
+    if importlib.util.find_spec("bench.compaction") is None:
+        return {"available": False}
+    from bench import compaction  # type: ignore[attr-defined]  # noqa: PLC0415
+
+    result: dict[str, Any] = compaction.run_compaction_benchmark(
+        profile.compaction_events, workdir / "compaction"
+    )
+    return {"available": True, **result}
+
+
+SectionRun = Callable[[BenchConfig, Profile, Path], dict[str, Any]]
+SECTIONS: dict[str, SectionRun] = {
+    "ledger": _ledger,
+    "cpu": _cpu,
+    "pickup": _pickup,
+    "precision": _precision,
+    "scale": _scale,
+    "compaction": _compaction,
+}
+
+
+@dataclass
+class SectionResult:
+    name: str
+    seconds: float
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def run_section_process(
+    name: str, profile: Profile, config: BenchConfig, workdir: Path
+) -> SectionResult:
+    """Run one section in a fresh Python process; its output goes to workdir/NAME.log."""
+    out = workdir / f"{name}.json"
+    out.unlink(missing_ok=True)
+    started = time.monotonic()
+    with (workdir / f"{name}.log").open("w") as log:
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bench.section",
+                name,
+                profile.name,
+                json.dumps(config.as_dict()),
+                str(workdir),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+    seconds = time.monotonic() - started
+    if completed.returncode != 0 or not out.exists():
+        tail = (workdir / f"{name}.log").read_text().splitlines()[-15:]
+        return SectionResult(name, seconds, error="\n".join(tail) or f"exit {completed.returncode}")
+    return SectionResult(name, seconds, result=json.loads(out.read_text()))
+
+
+def section_main(argv: list[str]) -> None:
+    """`python -m bench.section NAME PROFILE CONFIG_JSON WORKDIR`"""
+    name, profile_name, config_json, workdir = argv
+    config = BenchConfig.from_dict(json.loads(config_json))
+    try:
+        result = SECTIONS[name](config, PROFILES[profile_name], Path(workdir))
+    except Exception:
+        traceback.print_exc()
+        raise
+    (Path(workdir) / f"{name}.json").write_text(json.dumps(result))
+
+
+def run_suite(
+    profile: Profile,
+    *,
+    cdk_out: Path,
+    results_dir: Path,
+    report_path: Path,
+    command: str,
+    only: tuple[str, ...] | None = None,
+    progress: Callable[[str], None] = print,
+) -> int:
+    """Run every section, then write the results, plots and report. Returns an exit status."""
+    from bench.machine import describe  # noqa: PLC0415
+    from bench.report import write_report  # noqa: PLC0415
+
+    config = load_config(cdk_out)
+    workdir = ROOT / "build" / f"bench-{profile.name}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    machine_before = describe()
+    started = time.monotonic()
+    sections: dict[str, SectionResult] = {}
+    for name in profile.sections:
+        if only and name not in only:
+            continue
+        progress(f"bench: {name} …")
+        sections[name] = run_section_process(name, profile, config, workdir)
+        outcome = "failed" if sections[name].error else "done"
+        progress(f"bench: {name} {outcome} in {sections[name].seconds:.0f} s")
+    results = {
+        "profile": asdict(profile),
+        "config": config.as_dict(),
+        "command": command,
+        "machine": machine_before,
+        "load_after": describe()["load_average"],
+        "total_s": time.monotonic() - started,
+        "sections": {name: asdict(section) for name, section in sections.items()},
+    }
+    (results_dir / "results.json").write_text(json.dumps(results, indent=1))
+    write_report(results, report_path=report_path, results_dir=results_dir)
+    progress(f"bench: wrote {report_path} and {results_dir}/ in {results['total_s']:.0f} s")
+    failed = [name for name, section in sections.items() if section.error]
+    if failed:
+        progress(f"bench: FAILED sections: {', '.join(failed)} (logs in {workdir})")
+        return 1
+    return 0

@@ -1,0 +1,93 @@
+"""The benchmark suite at toy sizes (the smoke profile, as `make bench-smoke`), so its code keeps
+working. Nothing here asserts a time: performance claims live in BENCHMARKS.md. What is asserted
+are the cost ledger's counts, which are properties of the design, not of the machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.suite import PROFILES, run_suite
+from tests.infrastructure.synthesis import Synthesized
+
+PLOTS = (
+    "cost_per_million.png",
+    "dispatch_batching.png",
+    "lateness.png",
+    "pickup.png",
+    "cpu_per_job.png",
+    "throughput_model.png",
+)
+HEADINGS = (
+    "## Headline figures",
+    "## 1. Cost ledger",
+    "## 2. Timing precision",
+    "## 3. Pickup latency",
+    "## 4. Sundial's own CPU per job",
+    "## 5. Scale",
+    "## 6. Compaction throughput",
+    "## 7. Method, assumptions and limits",
+)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    status = run_suite(
+        PROFILES["smoke"],
+        cdk_out=synthesized.outdir,
+        results_dir=out / "results",
+        report_path=out / "BENCHMARKS.md",
+        command="pytest tests/bench",
+        progress=lambda _: None,
+    )
+    results = json.loads((out / "results" / "results.json").read_text())
+    failed = {n: s["error"] for n, s in results["sections"].items() if s["error"]}
+    assert status == 0 and not failed, failed
+    return out
+
+
+def _path(ledger: dict[str, Any], key: str) -> dict[str, Any]:
+    return next(p for p in ledger["paths"] if p["key"] == key)
+
+
+@pytest.mark.bench
+def test_every_section_writes_its_figures_and_plots(smoke_run: Path) -> None:
+    report = (smoke_run / "BENCHMARKS.md").read_text()
+    for heading in HEADINGS:
+        assert heading in report
+    assert "make bench" in report and "cores" in report and "moto" in report
+    for plot in PLOTS:
+        assert (smoke_run / "results" / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
+        assert f"]({plot})" in report or f"/{plot})" in report, plot
+
+
+@pytest.mark.bench
+def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path) -> None:
+    results = json.loads((smoke_run / "results" / "results.json").read_text())
+    ledger = results["sections"]["ledger"]["result"]
+    jobs = ledger["jobs_per_path"]
+    delayed, immediate = _path(ledger, "delayed"), _path(ledger, "immediate")
+    cancelled, batch = _path(ledger, "cancelled"), _path(ledger, "batch")
+    # A delayed job: put, claim, success, each under 1 KB; it ran once
+    assert delayed["outcome"] == {"succeeded": jobs}
+    assert delayed["per_job"]["write_units_job_items"] == 3.0
+    assert delayed["calls_per_job"]["consumer: dynamodb GetItem"] == 1.0  # the fence
+    # An immediate job: put and the submit path's claim, then success; one send each
+    assert immediate["per_job"]["write_units_job_items"] == 3.0
+    assert immediate["per_job"]["sqs_requests_dispatch"] == 1.0
+    # A cancelled job: put and cancel, never sent
+    assert cancelled["outcome"] == {"cancelled": jobs}
+    assert cancelled["per_job"]["write_units_job_items"] == 2.0
+    assert cancelled["per_job"]["sqs_requests_dispatch"] == 0.0
+    # A batch: one API request for 25 jobs
+    assert batch["per_job"]["api_requests"] == 1 / 25
+    # The Dynein-style baseline: put, acquire, delete; one SendMessage per job
+    dynein = ledger["dynein"]
+    assert dynein["per_job"]["write_units_job_items"] == 3.0
+    assert dynein["per_job"]["sqs_requests_dispatch"] == 1.0
+    # And moto's own figure differs (it is not size-based), which is why the ledger sizes items
+    assert delayed["per_job"]["write_units_reported_by_moto"] != 3.0
