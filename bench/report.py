@@ -730,15 +730,30 @@ concurrency to match. Beyond that, partitions (shards) are the limit, and they s
 Not yet available: the history issue adds `bench/compaction.py`
 (`run_compaction_benchmark(events, workdir) -> dict`), which this suite calls when it exists.
 """
-        rows = "\n".join(f"| {k} | {v} |" for k, v in result.items() if k != "available")
-        self.summary.append(("Compaction throughput (history issue)", "see section 6", "—", "—"))
+        self.summary.append(
+            (
+                "Compaction: raw history (gzip JSON lines) to Parquet on local Spark",
+                f"{result['events']:,} events at {result['events_per_s']:,} events/s; input/output size {result['ratio']:.2f}",
+                "measured (no target set)",
+                "—",
+            )
+        )
         return f"""## 6. Compaction throughput
 
-From `bench/compaction.py` (the history issue), as it reports:
+`bench/compaction.py` (from the history work) generates synthetic raw history as the history
+Lambda writes it (gzip JSON lines, {result["input_files"]:,} files over {result["days"]} days,
+with redelivered duplicates), then runs the Glue compaction job (`compact_history`) on local
+Spark with all {result["cpus"]} cores of this machine, into partitioned Parquet.
 
-| figure | value |
-|---|---|
-{rows}
+| events in | events out (duplicates dropped) | compaction time | events/s | input | output | input / output | files in → out |
+|---|---|---|---|---|---|---|---|
+| {result["events"]:,} | {result["events_out"]:,} ({result["duplicates_dropped"]:,}) | {result["wall_s"]:.1f} s | {result["events_per_s"]:,} | {result["input_bytes"] / 1e6:.1f} MB | {result["output_bytes"] / 1e6:.1f} MB | {result["ratio"]:.2f} | {result["input_files"]:,} → {result["output_files"]:,} |
+
+**What it means.** On this machine's {result["cpus"]} shared cores local Spark compacts
+{result["events_per_s"]:,} events a second: at that rate the history of a million jobs (about
+4 events each: submitted, queued, started, finished) takes {4e6 / max(1, result["events_per_s"]) / 60:.0f} minutes. The Parquet output is {result["ratio"]:.2f} times smaller than the gzip-compressed
+input (and columnar, so a report reads only the columns it needs). Generating the input took
+{result["generate_s"]:.0f} s and is not counted.
 """
 
     # -- method -----------------------------------------------------------------------------

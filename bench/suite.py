@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -147,14 +148,18 @@ def _scale(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, An
 
 
 def _compaction(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
-    """The history issue provides bench/compaction.py; until then the section says so."""
+    """The history work's bench/compaction.py; until it exists the section says so."""
     if importlib.util.find_spec("bench.compaction") is None:
         return {"available": False}
-    from bench import compaction  # type: ignore[attr-defined]  # noqa: PLC0415
+    from bench import compaction  # noqa: PLC0415
 
-    result: dict[str, Any] = compaction.run_compaction_benchmark(
-        profile.compaction_events, workdir / "compaction"
-    )
+    data = workdir / "compaction"
+    try:
+        result: dict[str, Any] = compaction.run_compaction_benchmark(
+            profile.compaction_events, data
+        )
+    finally:
+        shutil.rmtree(data, ignore_errors=True)  # the generated history: hundreds of MB
     return {"available": True, **result}
 
 
