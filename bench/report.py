@@ -751,7 +751,7 @@ Spark with all {result["cpus"]} cores of this machine, into partitioned Parquet.
 
 **What it means.** On this machine's {result["cpus"]} shared cores local Spark compacts
 {result["events_per_s"]:,} events a second: at that rate the history of a million jobs (about
-4 events each: submitted, queued, started, finished) takes {4e6 / max(1, result["events_per_s"]) / 60:.0f} minutes. The Parquet output is {result["ratio"]:.2f} times smaller than the gzip-compressed
+3 events each, one per write: submitted, queued, finished) takes {3e6 / max(1, result["events_per_s"]) / 60:.0f} minutes. The Parquet output is {result["ratio"]:.2f} times smaller than the gzip-compressed
 input (and columnar, so a report reads only the columns it needs). Generating the input took
 {result["generate_s"]:.0f} s and is not counted.
 """
