@@ -32,7 +32,7 @@ class DirectSender:
         if not jobs:
             return []
         outgoing = [Outgoing(job, attempt=job.attempts + 1) for job in jobs]
-        failed = {o.job.id for o in self._sender.send(outgoing, now_ms=self._clock.now_ms())}
+        failed = {o.job.id for o in self._sender.send(outgoing, now_ms=self._clock.now_ms)}
         now = self._clock.now_ms()
         token = f"{by}:{ULID.from_timestamp(now / 1000)}"
         for job in jobs:

@@ -4,7 +4,7 @@ set so each message becomes visible at its job's due second."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,15 +62,24 @@ class QueueSender:
             return self._priority_urls[queue]
         return self._urls[queue]
 
-    def send(self, outgoing: Sequence[Outgoing], *, now_ms: int) -> list[Outgoing]:
-        """Send every message; return those SQS did not accept (the caller must not lose them)."""
+    def send(
+        self, outgoing: Sequence[Outgoing], *, now_ms: int | Callable[[], int]
+    ) -> list[Outgoing]:
+        """Send every message; return those SQS did not accept (the caller must not lose them).
+
+        `now_ms` is the time now, or the clock to read it from. With a clock, each
+        SendMessageBatch's DelaySeconds counts from just before that request, not from before
+        the first: a flush of 100 jobs is 10 requests in turn, and the last would otherwise
+        surface the time of the 9 before it late. Reading the clock later can only shorten a
+        delay, and SQS counts it from when the request arrives, so no message is ever early."""
+        clock = now_ms if callable(now_ms) else (lambda: now_ms)
         by_url: dict[str, list[Outgoing]] = defaultdict(list)
         for message in outgoing:
             by_url[self.url_for(message.job.queue, message.job.priority)].append(message)
         failed: list[Outgoing] = []
         for url, messages in by_url.items():
-            for batch in _batches(messages, now_ms):
-                failed.extend(self._send_batch(url, batch))
+            for batch in _batches(messages):
+                failed.extend(self._send_batch(url, batch, clock()))
         return failed
 
     def extend_visibility(
@@ -84,7 +93,11 @@ class QueueSender:
             VisibilityTimeout=seconds,
         )
 
-    def _send_batch(self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]]) -> list[Outgoing]:
+    def _send_batch(
+        self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]], now_ms: int
+    ) -> list[Outgoing]:
+        for message, entry in batch:
+            entry["DelaySeconds"] = delay_seconds(message.visible_at_ms, now_ms)
         try:
             response = self._sqs.send_message_batch(QueueUrl=url, Entries=[e for _, e in batch])  # type: ignore[misc]
         except (ClientError, BotoCoreError):
@@ -94,9 +107,9 @@ class QueueSender:
         return [message for message, entry in batch if entry["Id"] in failed_ids]
 
 
-def _batches(
-    messages: Sequence[Outgoing], now_ms: int
-) -> list[list[tuple[Outgoing, dict[str, Any]]]]:
+def _batches(messages: Sequence[Outgoing]) -> list[list[tuple[Outgoing, dict[str, Any]]]]:
+    """Entries of at most SQS_BATCH messages and SQS_BATCH_BYTES; DelaySeconds is set when
+    each batch is sent."""
     batches: list[list[tuple[Outgoing, dict[str, Any]]]] = []
     current: list[tuple[Outgoing, dict[str, Any]]] = []
     current_bytes = 0
@@ -106,11 +119,7 @@ def _batches(
         if current and (len(current) == SQS_BATCH or current_bytes + size > SQS_BATCH_BYTES):
             batches.append(current)
             current, current_bytes = [], 0
-        entry = {
-            "Id": str(len(current)),
-            "MessageBody": body,
-            "DelaySeconds": delay_seconds(message.visible_at_ms, now_ms),
-        }
+        entry: dict[str, Any] = {"Id": str(len(current)), "MessageBody": body}
         current.append((message, entry))
         current_bytes += size
     if current:

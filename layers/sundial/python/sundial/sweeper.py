@@ -325,7 +325,7 @@ class _ShardSweep:
             return
         claimed, self._claimed = self._claimed, []
         outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
-        failed = self._sender.send(outgoing, now_ms=self._clock.now_ms())
+        failed = self._sender.send(outgoing, now_ms=self._clock.now_ms)
         self.report.dispatched += len(claimed) - len(failed)
         for message in failed:
             self.report.send_failures += 1
