@@ -25,7 +25,14 @@ from typing import Any
 # At 1,769 MB a Lambda function has the equivalent of one vCPU, and CPU is allocated in
 # proportion to memory below that (Lambda developer guide, "Configure function memory").
 ONE_VCPU_MB = 1769
-SCENARIOS = ("submit", "submit_immediate", "submit_batch", "sweeper", "consumer")
+SCENARIOS = (
+    "submit",
+    "submit_immediate",
+    "submit_batch",
+    "sweeper",
+    "consumer",
+    "botocore_update_item",
+)
 TABLE = "sundial-jobs"
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/default"
 DLQ_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/default-dlq"
@@ -192,7 +199,45 @@ def _consumer(jobs: int) -> Callable[[], int]:
     return run
 
 
+def _botocore_update_item(calls: int) -> Callable[[], int]:
+    """One sweeper claim's UpdateItem, made with botocore alone: the floor under every per-job
+    DynamoDB call, whatever Sundial does around it."""
+    from sundial.wiring import dependencies  # noqa: PLC0415
+
+    _system({})
+    client = dependencies().store._db  # the process's DynamoDB client, configured as in Lambda
+    key = _job_item(1, 1_795_276_800_000, status="pending")
+    request: dict[str, Any] = {
+        "TableName": TABLE,
+        "Key": {"pk": key["pk"], "sk": key["sk"]},
+        "UpdateExpression": (
+            "SET #status = :queued, claim_token = :token, lease_until = :lease, queued_at = :at"
+            " REMOVE expires_at"
+        ),
+        "ConditionExpression": "#status = :pending",
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":pending": {"S": "pending"},
+            ":queued": {"S": "queued"},
+            ":token": {"S": "sweep:01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"},
+            ":lease": {"N": "1795277100000"},
+            ":at": {"N": "1795276800000"},
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        "ReturnConsumedCapacity": "TOTAL",
+    }
+
+    def run() -> int:
+        for _ in range(calls):
+            client.update_item(**request)
+        return calls
+
+    return run
+
+
 def _scenario(name: str, jobs: int) -> Callable[[], int]:
+    if name == "botocore_update_item":
+        return _botocore_update_item(jobs)
     if name == "submit":
         return _submit(jobs, delay_s=3600, per_request=1)
     if name == "submit_immediate":
@@ -248,8 +293,10 @@ def run_cpu(
 ) -> dict[str, Any]:
     rows = []
     for name in SCENARIOS:
-        result = run_scenario(name, sizes[name], repeats, workdir)
-        function = "consumer" if name == "consumer" else name.split("_")[0]
+        result = run_scenario(name, sizes.get(name, sizes["sweeper"]), repeats, workdir)
+        function = {"consumer": "consumer", "botocore_update_item": "sweeper"}.get(
+            name, name.split("_")[0]
+        )
         share = min(1.0, memory_mb[function] / ONE_VCPU_MB)
         median = result["cpu_us_per_job_median"]
         rows.append(

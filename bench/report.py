@@ -277,6 +277,14 @@ claimed jobs of all of a sweeper's shards together would divide the low-volume f
 {self.results["config"]["shards_per_sweeper"]}; the dollars at stake at such volumes are small
 (SQS is $0.40 per million requests).
 
+**Volume.** Part of Sundial's cost is per tick, not per job: the fan-out and sweeper
+invocations, the cursor reads, a Query per shard (together {_money(idle["per_tick"]["dollars_per_million"]["total"] / jobs)} per million
+jobs at {jobs} jobs a tick), the cursor writes ({_money(q["write_units_per_shard_items"] * 0.625)}) and partly
+filled SQS batches. These shrink in proportion as more jobs share a tick, while the
+Dynein-style model pays one SendMessage per job at any volume (and its own Query per shard
+per tick); so the comparison above moves in Sundial's favour with volume and against it below
+this volume.
+
 **Fixed cost.** A tick with nothing due costs {idle_calls} (per tick), about
 {_money(idle["dollars_per_month"])} a month for {self.results["config"]["shard_count"]} shards
 whatever the volume (43,200 ticks a month). The event source mapping's idle long polls are
@@ -369,11 +377,17 @@ sweeper path uses the same rounding (`sundial.sender.delay_seconds`).
 |---|---|---|---|---|---|---|---|---|---|
 | {result["jobs"]:,} | {result["received"]:,} | {result["missing"]} | {result["duplicates"]} | {result["early"]} | {result["p50_ms"]:.0f} ms | {result["p95_ms"]:.0f} ms | {p99:.0f} ms | {result["max_ms"]:.0f} ms | {result["mean_ms"]:.0f} ms |
 
-Where the lateness comes from, using `SentTimestamp` (when SQS accepted each message; it
-became visible a whole number of seconds later): the whole-second `DelaySeconds`, rounded up
-so no job is early, accounts for {result["rounding_mean_ms"]:.0f} ms on average (p99
-{result["rounding_p99_ms"]:.0f} ms); the receiver's poll gap for {result["poll_lag_mean_ms"]:.0f}
-ms on average (p99 {result["poll_lag_p99_ms"]:.0f} ms).
+The jobs were submitted in 25-job batches in due order, taking {result["submit_s"]:.0f} s;
+{result["submitted_after_due"]} of them were accepted only after their due time. Where the
+lateness comes from, using `SentTimestamp` (when SQS accepted each message; it became visible a
+whole number of seconds later): the whole-second `DelaySeconds`, rounded up so no job is early,
+together with the time from computing it to SQS accepting the message, accounts for
+{result["rounding_mean_ms"]:.0f} ms on average (p99 {result["rounding_p99_ms"]:.0f} ms); the
+receiver's poll gap for {result["poll_lag_mean_ms"]:.0f} ms on average (p99
+{result["poll_lag_p99_ms"]:.0f} ms). Rounding alone would average 500 ms (p99 990 ms); the rest
+is the emulator's time on this machine: while the submissions run, moto serves every submit's
+writes and sends and the receiver's polls on two shared cores, so sends take long to be
+accepted and polls wait.
 
 {self.image(chart)}
 
@@ -383,7 +397,8 @@ ms on average (p99 {result["poll_lag_p99_ms"]:.0f} ms).
 {LATENESS_TARGET_MS:,} ms, against anchors of p95 < 10 s for Dynein and a 60 s window for
 EventBridge Scheduler. The floor is SQS itself: `DelaySeconds` takes whole seconds, so rounding
 up alone spreads lateness evenly over 0–1 s (p99 ≈ 990 ms) before any latency is added, and
-the p99 lands on the target's edge. Getting p99 well under a second needs the sender to aim at
+the p99 lands on the target's edge even with an instant SQS; the emulator's send and poll
+times add the rest measured here. Getting p99 well under a second needs the sender to aim at
 the sub-second — send a message when its remaining time is a whole number of seconds, waiting
 out the fraction — which costs up to a second of Lambda time per send call (cheap for the
 sweeper, which sends minutes ahead, but added latency on the submit path). It is not done here.
@@ -467,6 +482,7 @@ the function's process, and a slower emulator than DynamoDB and SQS.
             "submit_batch": "submit handler, batches of 25 delayed jobs",
             "sweeper": "sweeper handler, 8 shards, per job dispatched",
             "consumer": "consumer on the SDK, batches of 10, per job (fence + success)",
+            "botocore_update_item": "for scale: botocore alone, one claim's UpdateItem (per call)",
         }
         table = "\n".join(
             f"| {names.get(r['scenario'], r['scenario'])} | {r['cpu_us_per_job_median']:,.0f} | "
@@ -476,6 +492,13 @@ the function's process, and a slower emulator than DynamoDB and SQS.
             for r in rows
         )
         sweeper = next(r for r in rows if r["scenario"] == "sweeper")
+        bare = next((r for r in rows if r["scenario"] == "botocore_update_item"), None)
+        bare_text = (
+            f"a bare UpdateItem, the sweeper's claim with nothing of Sundial around it, costs "
+            f"{bare['cpu_us_per_job_median']:,.0f} µs of CPU in botocore alone"
+            if bare
+            else "a bare UpdateItem costs hundreds of µs of CPU in botocore alone"
+        )
         self.summary.append(
             (
                 "Sweeper dispatch rate per invocation, CPU-bound ceiling",
@@ -502,9 +525,9 @@ scaled by Lambda's CPU share (one vCPU at 1,769 MB, proportional below).
 
 {self.image(chart)}
 
-**What it means.** Most of this time is botocore, not Sundial: an UpdateItem costs roughly
-0.4–0.5 ms of CPU in botocore alone here (parameter validation, serialization, endpoint
-resolution, user-agent assembly, signing, parsing), and every per-job DynamoDB call pays it.
+**What it means.** Most of this time is botocore, not Sundial: {bare_text} (parameter
+validation, serialization, endpoint resolution, user-agent assembly, signing, parsing), and
+every per-job DynamoDB call pays it.
 The sweeper, at {sweeper["cpu_us_per_job_median"]:,.0f} µs per job, could dispatch
 {sweeper["jobs_per_s_one_core"]:,.0f} jobs/s on one full core with every wait hidden — below the
 {SWEEPER_TARGET:,} jobs/s target — and {sweeper["jobs_per_s_at_memory"]:,.0f} jobs/s at its configured

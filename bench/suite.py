@@ -44,19 +44,22 @@ class Profile:
 PROFILES = {
     "full": Profile(
         name="full",
-        ledger_jobs=500,
-        batching_volumes=(64, 320, 640, 3200),
+        # 5 jobs per shard per tick at 64 shards. moto's SQS walks every queued message on each
+        # send and receive, so the ledger's time grows with the square of this.
+        ledger_jobs=320,
+        batching_volumes=(64, 320, 1280),
         cpu_jobs={
             "submit": 300,
             "submit_immediate": 200,
             "submit_batch": 1000,
-            "sweeper": 4000,
+            "sweeper": 2000,
             "consumer": 500,
+            "botocore_update_item": 1000,
         },
-        cpu_repeats=5,
+        cpu_repeats=3,
         precision_jobs=2000,
         precision_window_s=300,
-        precision_lead_s=30,
+        precision_lead_s=20,
         pickup_jobs=200,
         scale_backlog=100_000,
         scale_window=10_000,
