@@ -77,9 +77,9 @@ class Report:
         return f"""# Sundial benchmarks
 
 Produced by `{self.results["command"]}` ({profile} profile, {minutes:.1f} minutes) on
-{machine["date"]} at commit `{machine["commit"]}`. Re-run with `make bench` (about 15 minutes;
-`make bench BENCH_QUICK=1` for a short run, `make bench-smoke` for the seconds-scale check
-that CI runs). Raw figures: [`bench/results/results.json`](bench/results/results.json).
+{machine["date"]} at commit `{machine["commit"]}`. Re-run with `make bench`
+(`make bench BENCH_QUICK=1` for a short run, `make bench-smoke` for the toy-sized run that the
+test suite also makes). Raw figures: [`bench/results/results.json`](bench/results/results.json).
 
 | machine | |
 |---|---|
@@ -178,7 +178,7 @@ by a zero-latency stub at botocore's HTTP layer (`bench/stub.py`, used for nothi
             ),
             (
                 "SQS requests per job, dispatch side",
-                f"{q['sqs_requests_dispatch']:.2f} at {jobs} jobs a tick "
+                f"{q['sqs_requests_dispatch']:.3f} at {jobs} jobs a tick "
                 f"({jobs / self.results['config']['shard_count']:.1f} per shard)",
                 f"≤ {DISPATCH_TARGET}",
                 _meets(q["sqs_requests_dispatch"] <= DISPATCH_TARGET),
@@ -258,7 +258,10 @@ All in, a delayed job costs {_money(sundial_total)} per million against
 ({"cheaper" if cheaper else "dearer"}, {sundial_total / dynein_total:.2f}×) and
 {_money(eventbridge["dollars_per_million"]["total"])} for the EventBridge Scheduler model.
 API Gateway's $1.00 per million requests is the largest single item for single submits on
-both Sundial and the Dynein model.
+both Sundial and the Dynein model. (Lambda duration uses the AWS latency model; with the
+durations as measured on moto instead, Sundial's would be
+{_money(delayed["dollars_per_million"]["lambda_duration_measured"])} per million rather than
+{_money(delayed["dollars_per_million"]["schedule"]["lambda_duration"] + delayed["dollars_per_million"]["consume"]["lambda_duration"])}.)
 
 **Dispatch batching against volume.** The sweeper sends each shard's due jobs in
 SendMessageBatch calls of up to 10, so the requests per job depend on how many jobs each shard
@@ -377,17 +380,20 @@ sweeper path uses the same rounding (`sundial.sender.delay_seconds`).
 |---|---|---|---|---|---|---|---|---|---|
 | {result["jobs"]:,} | {result["received"]:,} | {result["missing"]} | {result["duplicates"]} | {result["early"]} | {result["p50_ms"]:.0f} ms | {result["p95_ms"]:.0f} ms | {p99:.0f} ms | {result["max_ms"]:.0f} ms | {result["mean_ms"]:.0f} ms |
 
-The jobs were submitted in 25-job batches in due order, taking {result["submit_s"]:.0f} s;
-{result["submitted_after_due"]} of them were accepted only after their due time. Where the
+The jobs were submitted first (25-job batches, in due order, from 3 clients), taking
+{result["submit_s"]:.0f} s of the {result["lead_s"]} s before the first could be due
+({result["submitted_after_due"]} accepted after their due time), and the receiver started
+then: moto's ReceiveMessage walks every queued message, so during the window the emulator
+served only the receiver. Where the
 lateness comes from, using `SentTimestamp` (when SQS accepted each message; it became visible a
 whole number of seconds later): the whole-second `DelaySeconds`, rounded up so no job is early,
 together with the time from computing it to SQS accepting the message, accounts for
 {result["rounding_mean_ms"]:.0f} ms on average (p99 {result["rounding_p99_ms"]:.0f} ms); the
 receiver's poll gap for {result["poll_lag_mean_ms"]:.0f} ms on average (p99
 {result["poll_lag_p99_ms"]:.0f} ms). Rounding alone would average 500 ms (p99 990 ms); the rest
-is the emulator's time on this machine: while the submissions run, moto serves every submit's
-writes and sends and the receiver's polls on two shared cores, so sends take long to be
-accepted and polls wait.
+is the emulator's time on this machine: the submit Lambda's sends wait for moto to accept them
+(the last of a batch's three SendMessageBatch requests longest), and each of the receiver's
+polls walks the whole queue of delayed messages.
 
 {self.image(chart)}
 
