@@ -25,7 +25,6 @@ import statistics
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,8 @@ from sundial.clock import to_rfc3339
 
 POLL_INTERVAL_S = 0.02
 BATCH = 25
-SUBMITTERS = 3
+AHEAD_S = 20
+PACE_S = 2
 
 
 @dataclass
@@ -139,27 +139,42 @@ def _submit(local: LocalSundial, dues: list[int]) -> list[tuple[str, int, int]]:
     return accepted
 
 
+def _submit_ahead(local: LocalSundial, dues: list[int]) -> list[tuple[str, int, int]]:
+    """Submit each job about AHEAD_S before it is due, every PACE_S, in 25-job batches.
+
+    Not all at once: moto's ReceiveMessage and SendMessage walk every message in the queue, so
+    a queue holding all the delayed jobs would slow the receiver until it lagged behind what
+    it measures. Submitted this way the queue holds about AHEAD_S worth of jobs. How far ahead
+    a job is sent does not change its timing: DelaySeconds is rounded the same way."""
+    accepted: list[tuple[str, int, int]] = []
+    next_up = 0
+    while next_up < len(dues):
+        tick = time.monotonic()
+        horizon = time.time_ns() // 1_000_000 + AHEAD_S * 1000
+        due_soon = []
+        while next_up < len(dues) and dues[next_up] <= horizon:
+            due_soon.append(dues[next_up])
+            next_up += 1
+        for start in range(0, len(due_soon), BATCH):
+            accepted += _submit(local, due_soon[start : start + BATCH])
+        time.sleep(max(0.0, PACE_S - (time.monotonic() - tick)))
+    return accepted
+
+
 def run_precision(
     cdk_out: Path, *, jobs: int, window_s: int, lead_s: int, workdir: Path, seed: int = 5
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     with local_sundial(cdk_out, workdir / "local-precision.log") as local:
         receiver = Receiver(local, local.queue_url("default"))
-        start_ms = time.time_ns() // 1_000_000 + lead_s * 1000
-        # In due order, from a few clients at once: the emulator makes submitting slow, and with
-        # a lead longer than the submission, the window is measured with moto serving only the
-        # receiver (as SQS's timing does not depend on anyone else's load).
-        dues = sorted(start_ms + rng.randrange(window_s * 1000) for _ in range(jobs))
-        batches = [dues[n : n + BATCH] for n in range(0, jobs, BATCH)]
-        submit_started = time.monotonic()
-        with ThreadPoolExecutor(SUBMITTERS) as pool:
-            submitted = list(pool.map(lambda batch: _submit(local, batch), batches))
-        submit_s = time.monotonic() - submit_started
-        # moto's ReceiveMessage walks every message in the queue, so polling while the jobs
-        # are submitted would slow both: the receiver starts when the first job can be due.
         receiver.start()
-        due_by_id = {job_id: due for batch in submitted for job_id, due, _ in batch}
-        submitted_late = sum(1 for batch in submitted for _, due, at in batch if due < at)
+        start_ms = time.time_ns() // 1_000_000 + lead_s * 1000
+        dues = sorted(start_ms + rng.randrange(window_s * 1000) for _ in range(jobs))
+        submit_started = time.monotonic()
+        submitted = _submit_ahead(local, dues)
+        submit_s = time.monotonic() - submit_started
+        due_by_id = {job_id: due for job_id, due, _ in submitted}
+        submitted_late = sum(1 for _, due, at in submitted if due < at)
         deadline = (
             time.monotonic()
             + (start_ms + window_s * 1000 - time.time_ns() // 1_000_000) / 1000

@@ -380,20 +380,21 @@ sweeper path uses the same rounding (`sundial.sender.delay_seconds`).
 |---|---|---|---|---|---|---|---|---|---|
 | {result["jobs"]:,} | {result["received"]:,} | {result["missing"]} | {result["duplicates"]} | {result["early"]} | {result["p50_ms"]:.0f} ms | {result["p95_ms"]:.0f} ms | {p99:.0f} ms | {result["max_ms"]:.0f} ms | {result["mean_ms"]:.0f} ms |
 
-The jobs were submitted first (25-job batches, in due order, from 3 clients), taking
-{result["submit_s"]:.0f} s of the {result["lead_s"]} s before the first could be due
-({result["submitted_after_due"]} accepted after their due time), and the receiver started
-then: moto's ReceiveMessage walks every queued message, so during the window the emulator
-served only the receiver. Where the
-lateness comes from, using `SentTimestamp` (when SQS accepted each message; it became visible a
+Each job was submitted about 20 s before it was due (every 2 s, the jobs due within the next
+20 s, in 25-job batches; {result["submitted_after_due"]} were accepted only after their due
+time): moto's ReceiveMessage and SendMessage walk every queued message, so a queue holding all
+{result["jobs"]:,} delayed messages at once would slow the receiver until it lagged behind what
+it measures. How far ahead a job is sent does not change how its `DelaySeconds` is rounded.
+
+Where the lateness comes from, using `SentTimestamp` (when SQS accepted each message; it became visible a
 whole number of seconds later): the whole-second `DelaySeconds`, rounded up so no job is early,
 together with the time from computing it to SQS accepting the message, accounts for
 {result["rounding_mean_ms"]:.0f} ms on average (p99 {result["rounding_p99_ms"]:.0f} ms); the
 receiver's poll gap for {result["poll_lag_mean_ms"]:.0f} ms on average (p99
 {result["poll_lag_p99_ms"]:.0f} ms). Rounding alone would average 500 ms (p99 990 ms); the rest
-is the emulator's time on this machine: the submit Lambda's sends wait for moto to accept them
-(the last of a batch's three SendMessageBatch requests longest), and each of the receiver's
-polls walks the whole queue of delayed messages.
+is the emulator's time on this machine: each SendMessageBatch waits for moto to accept it (its
+DelaySeconds counted from just before it was sent), and each of the receiver's polls walks the
+queue of delayed messages.
 
 {self.image(chart)}
 

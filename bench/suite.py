@@ -59,9 +59,7 @@ PROFILES = {
         cpu_repeats=3,
         precision_jobs=2000,
         precision_window_s=300,
-        # Longer than submitting 2,000 jobs to the emulator takes, so the window is measured
-        # with moto serving only the receiver.
-        precision_lead_s=120,
+        precision_lead_s=25,  # each job is submitted about 20 s before it is due
         pickup_jobs=200,
         scale_backlog=100_000,
         scale_window=10_000,
@@ -81,7 +79,7 @@ PROFILES = {
         cpu_repeats=3,
         precision_jobs=300,
         precision_window_s=60,
-        precision_lead_s=20,
+        precision_lead_s=25,
         pickup_jobs=50,
         scale_backlog=20_000,
         scale_window=2_000,
