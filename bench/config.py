@@ -16,6 +16,8 @@ _FUNCTIONS = {
     "Jobs": "jobs",
     "Sweeper": "sweeper",
     "Fanout": "fanout",
+    "Schedules": "schedules",
+    "Dags": "dags",
     "ExampleConsumer": "consumer",
 }
 

@@ -115,6 +115,7 @@ def _submit(jobs: int, *, delay_s: int, per_request: int) -> Callable[[], int]:
 
 def _sweeper(jobs: int) -> Callable[[], int]:
     from bench.capacity import item_size  # noqa: PLC0415
+    from sundial.store import _DUE_REF_ATTRIBUTES  # noqa: PLC0415
     from tests.support import FakeLambdaContext, load_handler  # noqa: PLC0415
 
     shards = list(range(8))
@@ -136,15 +137,36 @@ def _sweeper(jobs: int) -> Callable[[], int]:
             size += item_size(item)
         pages[f"shard#{shard}"] = shard_pages
 
+    by_key = {
+        (item["pk"]["S"], item["sk"]["S"]): item
+        for shard_pages in pages.values()
+        for page in shard_pages
+        for item in page
+    }
+    projected = {name.strip().lstrip("#") for name in _DUE_REF_ATTRIBUTES.split(",")}
+
     def query(request: dict[str, Any]) -> dict[str, Any]:
-        shard_pages = pages[request["ExpressionAttributeValues"][":pk"]["S"]]
+        partition = request["ExpressionAttributeValues"][":pk"]["S"]
+        if partition not in pages:
+            return {"Items": [], "Count": 0}  # the queue states: no queue is paused
+        shard_pages = [
+            [{k: v for k, v in item.items() if k in projected} for item in page]
+            for page in pages[partition]
+        ]
         index = int(request.get("ExclusiveStartKey", {}).get("page", {}).get("N", "0"))
         answer: dict[str, Any] = {"Items": shard_pages[index], "Count": len(shard_pages[index])}
         if index + 1 < len(shard_pages):
             answer["LastEvaluatedKey"] = {**shard_pages[index][-1], "page": {"N": str(index + 1)}}
         return answer
 
-    _system({("dynamodb", "Query"): query})
+    def claim(request: dict[str, Any]) -> dict[str, Any]:
+        # The claim returns the job as claimed (ReturnValues ALL_NEW): the sweeper sends it.
+        item = by_key.get((request["Key"]["pk"]["S"], request["Key"]["sk"]["S"]))
+        if item is None:
+            return {}  # the shard's sweep cursor
+        return {"Attributes": {**item, "status": {"S": "queued"}}}
+
+    _system({("dynamodb", "Query"): query, ("dynamodb", "UpdateItem"): claim})
     handler = load_handler("sweeper").handler
 
     def run() -> int:

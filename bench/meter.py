@@ -254,7 +254,7 @@ class AwsMeter:
         elif operation == "BatchGetItem":
             for table, request in params.get("RequestItems", {}).items():
                 found = parsed.get("Responses", {}).get(table, [])
-                sizes = [item_size(self._full_item(table, item)) for item in found]
+                sizes = [item_size(self._full_item(table, item, request["Keys"])) for item in found]
                 # a key that names no item still costs the minimum
                 sizes += [0] * (len(request["Keys"]) - len(found))
                 call.items += len(found)
@@ -303,24 +303,35 @@ class AwsMeter:
             return "idempotency"
         return "job"
 
-    def _key_of(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
+    def _key_of_schema(self, table: str) -> list[str]:
         schema = self._key_schemas.get(table)
         if schema is None:
             assert self._shadow is not None
             schema = self._shadow.key_names(table)
             self._key_schemas[table] = schema
-        return {name: item[name] for name in schema}
+        return schema
+
+    def _key_of(self, table: str, item: dict[str, Any]) -> dict[str, Any]:
+        return {name: item[name] for name in self._key_of_schema(table)}
 
     def _shadow_get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
         if self._shadow is None:
             return None
         return self._shadow.get(table, key)
 
-    def _full_item(self, table: str, item: dict[str, Any]) -> dict[str, Any] | None:
-        """Reads are billed on the whole item, whatever the projection returned."""
+    def _full_item(
+        self, table: str, item: dict[str, Any], keys: Sequence[dict[str, Any]] = ()
+    ) -> dict[str, Any] | None:
+        """Reads are billed on the whole item, whatever the projection returned. A projection
+        may leave out part of the key: the item is then the requested key it agrees with."""
         if self._shadow is None:
             return item
-        return self._shadow_get(table, self._key_of(table, item))
+        schema = self._key_of_schema(table)
+        if all(name in item for name in schema):
+            return self._shadow_get(table, self._key_of(table, item))
+        matches = [key for key in keys if all(item[n] == v for n, v in key.items() if n in item)]
+        assert len(matches) == 1, f"cannot tell which requested key {item} is"
+        return self._shadow_get(table, matches[0])
 
     # -- SQS --------------------------------------------------------------------------------
 

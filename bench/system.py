@@ -206,7 +206,8 @@ class InProcessSundial:
             clock=self.clock, environ=self.environ, session=self.session, launch=self._launch
         )
         self.handlers = {
-            name: load_handler(name) for name in ("submit", "jobs", "fanout", "sweeper")
+            name: load_handler(name)
+            for name in ("submit", "jobs", "fanout", "sweeper", "schedules", "dags")
         }
         self.consumer = JobConsumer(self._run_job, visibility_timeout_s=120)
         self._sqs = self.session.client("sqs")
@@ -237,10 +238,21 @@ class InProcessSundial:
         )
         return result
 
-    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-
-        function = "submit" if method == "POST" and path in ("/jobs", "/jobs/batch") else "jobs"
-        route = "/jobs/{job_id}" if function == "jobs" else None
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        function: str | None = None,
+        route: str | None = None,
+    ) -> tuple[int, Any]:
+        """One API Gateway request to `function` (by default the submit or jobs function, as
+        the path says), with `route` the route template of a path with parameters."""
+        if function is None:
+            submits = method == "POST" and path in ("/jobs", "/jobs/batch")
+            function = "submit" if submits else "jobs"
+            route = route or (None if submits else "/jobs/{job_id}")
         event = http_api_event(
             method, path, body=json.dumps(body) if body is not None else None, route=route
         )
@@ -319,6 +331,16 @@ class InProcessSundial:
                         ],
                     )
             done += len(succeeded)
+
+    @contextmanager
+    def unmetered(self) -> Iterator[None]:
+        """Set-up and checks: nothing done inside is charged (AWS calls, Lambda invocations,
+        API requests)."""
+        invocations, api_requests = len(self.invocations), self.api_requests
+        with self.meter.paused():
+            yield
+        del self.invocations[invocations:]
+        self.api_requests = api_requests
 
     def purge_queues(self) -> None:
         """Empty every job queue, unmetered."""
