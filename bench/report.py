@@ -100,6 +100,29 @@ model with the assumptions stated; where it needs Sundial's own CPU, the AWS cal
 by a zero-latency stub at botocore's HTTP layer (`bench/stub.py`, used for nothing else).
 """
 
+    def _workflows_text(self, paths: list[dict[str, Any]]) -> str:
+        """The paragraph on the schedule-occurrence and DAG-node paths (issue 6)."""
+        occurrence = next((p for p in paths if p["key"] == "schedule"), None)
+        node = next((p for p in paths if p["key"] == "dag_node"), None)
+        if occurrence is None or node is None:
+            return ""
+        o, n = occurrence["per_job"], node["per_job"]
+        return f"""**Schedules and DAGs.** A schedule occurrence in the steady state of an every-minute
+schedule costs {_n(o["write_units_job_items"])} write units: the sweep's claim, the run record
+and the successor occurrence's item (written when this one is dispatched, so a schedule costs
+nothing while it waits), and the success. It also reads the schedule item once
+({_n(o["read_units"])} read units per occurrence in all, the per-tick Query included), and
+costs {_money(occurrence["dollars_per_million"]["total"])} per million occurrences with no API
+request at all; creating the schedule is a one-time cost, left out. ({occurrence["jobs"]}
+occurrences from {occurrence["jobs"] // 2} schedules over 2 ticks.) A node of the card's
+daily_report diamond costs {_n(n["write_units_job_items"])} write units on average: each node
+is put once (one BatchWriteItem for the DAG), released and claimed in one write (the root by
+the submit, a one-parent child by its parent's consumer), and succeeds; the join node notify
+adds one count per parent, so a node with k ≥ 2 parents costs 3 + k. The DAG's one API
+request and its children's sends by the consumers (SQS consume column, which holds them)
+are spread over its 5 nodes: {_money(node["dollars_per_million"]["total"])} per million
+nodes."""
+
     def summary_table(self) -> str:
         rows = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in self.summary)
         return f"""## Headline figures
@@ -136,6 +159,7 @@ by a zero-latency stub at botocore's HTTP layer (`bench/stub.py`, used for nothi
         compare = self._compare_table(delayed, dynein, eventbridge)
         batch = next((p for p in paths if p["key"] == "batch"), None)
         retry = next(p for p in paths if p["key"] == "retry")
+        workflows = self._workflows_text(paths)
         batching = result["dispatch_batching"]
         batching_rows = "\n".join(
             f"| {r['jobs_per_tick']:,} | {r['jobs_per_shard']:.1f} | {r['send_requests']} | "
@@ -191,6 +215,14 @@ by a zero-latency stub at botocore's HTTP layer (`bench/stub.py`, used for nothi
                 _meets(cheaper),
             ),
         ]
+        for key, what in (
+            ("schedule", "DynamoDB write units per schedule occurrence (steady state)"),
+            ("dag_node", "DynamoDB write units per DAG node (daily_report diamond)"),
+        ):
+            path = next((p for p in paths if p["key"] == key), None)
+            if path is not None:
+                units = path["per_job"]["write_units_job_items"]
+                self.summary.append((what, f"{units:.2f}", "measured (no target set)", "—"))
         smallest = min(batching, key=lambda r: r["jobs_per_tick"])
         meets_at = [r for r in batching if r["sqs_requests_per_job"] <= DISPATCH_TARGET]
         batching_text = (
@@ -262,6 +294,8 @@ both Sundial and the Dynein model. (Lambda duration uses the AWS latency model; 
 durations as measured on moto instead, Sundial's would be
 {_money(delayed["dollars_per_million"]["lambda_duration_measured"])} per million rather than
 {_money(delayed["dollars_per_million"]["schedule"]["lambda_duration"] + delayed["dollars_per_million"]["consume"]["lambda_duration"])}.)
+
+{workflows}
 
 **Dispatch batching against volume.** The sweeper sends each shard's due jobs in
 SendMessageBatch calls of up to 10, so the requests per job depend on how many jobs each shard
