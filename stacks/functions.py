@@ -26,6 +26,12 @@ from stacks.settings import (
 
 HANDLER = "handler.handler"
 MEMORY_MB = 256
+# Lambda gives CPU in proportion to memory (one vCPU at 1,769 MB). The submit path and the
+# sweeper are CPU-bound (mostly botocore: BENCHMARKS.md, sections 3 and 4), so more memory
+# buys latency and throughput at about the same cost per job: a submit's own time at 256 MB
+# would take the pickup p99 past 100 ms, and a 256 MB sweeper dispatches about 130 jobs/s.
+SUBMIT_MEMORY_MB = 1024
+SWEEPER_MEMORY_MB = 1769
 
 POWERTOOLS_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "sundial",
@@ -84,6 +90,7 @@ class SundialFunction(Construct):
         timeout: Duration,
         layers: Sequence[lambda_.ILayerVersion],
         environment: Mapping[str, str],
+        memory_mb: int = MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -108,7 +115,7 @@ class SundialFunction(Construct):
             code=lambda_.Code.from_asset(str(LAMBDAS_DIR / code_dir), exclude=ASSET_EXCLUDES),
             handler=HANDLER,
             timeout=timeout,
-            memory_size=MEMORY_MB,
+            memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=self.log_group,
             role=self.role,
@@ -187,7 +194,9 @@ class JobFunctions(Construct):
             ENV_RETENTION_DAYS: str(settings.retention_days),
         }
 
-        def function(code_dir: str, description: str, timeout: Duration) -> SundialFunction:
+        def function(
+            code_dir: str, description: str, timeout: Duration, memory_mb: int = MEMORY_MB
+        ) -> SundialFunction:
             return SundialFunction(
                 self,
                 construct_name(code_dir),
@@ -196,9 +205,12 @@ class JobFunctions(Construct):
                 timeout=timeout,
                 layers=layers,
                 environment=common_environment,
+                memory_mb=memory_mb,
             )
 
-        submit = function("submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10))
+        submit = function(
+            "submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10), SUBMIT_MEMORY_MB
+        )
         jobs = function(
             "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", Duration.seconds(10)
         )
@@ -206,7 +218,10 @@ class JobFunctions(Construct):
             "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
         )
         sweeper = function(
-            "sweeper", "Claims due jobs of a shard group, sends them to SQS", Duration.seconds(60)
+            "sweeper",
+            "Claims due jobs of a shard group, sends them to SQS",
+            Duration.seconds(60),
+            SWEEPER_MEMORY_MB,
         )
         fanout = function(
             "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)

@@ -37,6 +37,8 @@ TIMEOUTS = {
     "queues": 29,
     "example_consumer": 5,
 }
+# CPU-bound paths get more memory, so more CPU (stacks/functions.py; BENCHMARKS.md).
+MEMORY_MB = {"submit": 1024, "sweeper": 1769}
 COMMON_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
@@ -85,6 +87,7 @@ def test_function_runtime_handler_and_tracing(synthesized: Synthesized, name: st
     assert properties["Architectures"] == ["arm64"]
     assert properties["Handler"] == "handler.handler"
     assert properties["Timeout"] == TIMEOUTS[name]
+    assert properties["MemorySize"] == MEMORY_MB.get(name, 256)
     assert properties["TracingConfig"] == {"Mode": "Active"}
     # And it logs to its own log group, and loads the deps and domain layers
     assert "LogGroup" in properties["LoggingConfig"]
