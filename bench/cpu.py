@@ -22,9 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# At 1,769 MB a Lambda function has the equivalent of one vCPU, and CPU is allocated in
-# proportion to memory below that (Lambda developer guide, "Configure function memory").
-ONE_VCPU_MB = 1769
+from bench.latency import vcpu_share
+
 SCENARIOS = (
     "submit",
     "submit_immediate",
@@ -319,7 +318,7 @@ def run_cpu(
         function = {"consumer": "consumer", "botocore_update_item": "sweeper"}.get(
             name, name.split("_")[0]
         )
-        share = min(1.0, memory_mb[function] / ONE_VCPU_MB)
+        share = vcpu_share(memory_mb[function])
         median = result["cpu_us_per_job_median"]
         rows.append(
             {

@@ -20,6 +20,14 @@ DYNAMODB_BATCH_MS = 10.0
 SQS_MS = 20.0
 LAMBDA_INVOKE_MS = 20.0
 API_GATEWAY_MS = 10.0
+# Lambda allocates CPU in proportion to memory, one vCPU at 1,769 MB (Lambda developer guide,
+# "Configure function memory"): a function with less runs its own code that much slower.
+ONE_VCPU_MB = 1_769
+
+
+def vcpu_share(memory_mb: int) -> float:
+    return min(1.0, memory_mb / ONE_VCPU_MB)
+
 
 _BY_OPERATION = {
     ("dynamodb", "BatchWriteItem"): DYNAMODB_BATCH_MS,

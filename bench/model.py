@@ -25,7 +25,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from bench.latency import API_GATEWAY_MS, DYNAMODB_BATCH_MS, DYNAMODB_ITEM_MS, SQS_MS
+from bench.latency import (
+    API_GATEWAY_MS,
+    DYNAMODB_BATCH_MS,
+    DYNAMODB_ITEM_MS,
+    ONE_VCPU_MB,
+    SQS_MS,
+    vcpu_share,
+)
 from sundial.sweeper import CLAIM_CONCURRENCY
 
 PARTITION_WCU_PER_S = 1_000
@@ -33,15 +40,10 @@ WRITES_PER_JOB = 3
 TABLE_WCU_PER_S = 40_000
 LAMBDA_CONCURRENCY = 1_000
 API_REQUESTS_PER_S = 10_000
-ONE_VCPU_MB = 1_769
 SWEEP_BUDGET_S = 55
 FLUSH = 100  # jobs a sweeper claims before it sends them (sundial.sweeper._FLUSH_AT)
 SQS_BATCH = 10
 SHARD_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
-
-
-def vcpu_share(memory_mb: int) -> float:
-    return min(1.0, memory_mb / ONE_VCPU_MB)
 
 
 @dataclass(frozen=True)

@@ -214,6 +214,14 @@ nodes."""
                 "below the baseline",
                 _meets(cheaper),
             ),
+            (
+                "$ per million delayed jobs, submit → in SQS only, vs the Dynein-style baseline",
+                f"{_money(delayed['dollars_per_million']['schedule']['total'])} vs "
+                f"{_money(dynein['dollars_per_million']['schedule']['total'])} (Dynein tracks no "
+                "status after sending; Sundial's consume side does)",
+                "—",
+                "—",
+            ),
         ]
         for key, what in (
             ("schedule", "DynamoDB write units per schedule occurrence (steady state)"),
@@ -248,9 +256,10 @@ sweepers on a tick, and an SQS event source mapping (ReceiveMessage of up to 10,
 Sundial's SDK, DeleteMessageBatch; Lambda's pollers make these calls and the account pays for
 them). All {jobs} delayed jobs are due within one minute, so one tick dispatches them: that is
 the volume the per-tick costs (fan-out, sweepers, their cursor reads and writes, one Query per
-shard) are spread over. Lambda duration is each invocation's measured time with the emulator's
-share replaced by the modelled AWS latency of the same calls (the latency table in section 5); Lambda is charged at
-the memory the stack configures.
+shard) are spread over. Lambda duration is each invocation's own time (measured here, the
+emulator's share taken out), stretched by Lambda's CPU share at the memory the stack configures
+for that function (one vCPU at 1,769 MB, in proportion below), plus the modelled AWS latency of
+its calls (the latency table in section 5); it is charged at that memory.
 
 Price table (us-east-1, on demand):
 
@@ -289,6 +298,18 @@ All in, a delayed job costs {_money(sundial_total)} per million against
 {_money(dynein_total)} for the Dynein-style model in the same run
 ({"cheaper" if cheaper else "dearer"}, {sundial_total / dynein_total:.2f}×) and
 {_money(eventbridge["dollars_per_million"]["total"])} for the EventBridge Scheduler model.
+The two sides differ: from submit to SQS Sundial costs
+{_money(delayed["dollars_per_million"]["schedule"]["total"])} against the Dynein model's
+{_money(dynein["dollars_per_million"]["schedule"]["total"])}
+({delayed["dollars_per_million"]["schedule"]["total"] / dynein["dollars_per_million"]["schedule"]["total"]:.2f}×:
+one write fewer per job and a tenth of the SQS requests), while from SQS to done it costs
+{_money(delayed["dollars_per_million"]["consume"]["total"])} against
+{_money(dynein["dollars_per_million"]["consume"]["total"])}, because Sundial tracks every job's
+status there (the consumer SDK's fence read, its success write and its own CPU) and the Dynein
+design tracks nothing once a job is sent. That tracking is what lets `GET /jobs/{{id}}`,
+retries, dead letters, DAGs and the history work; it is the whole of the gap when Sundial is
+dearer all in. The SDK's CPU is the next thing to cut: most of it is botocore's two calls per
+job, and a heartbeat thread started for every job (about 1 ms each) could be one per batch.
 API Gateway's $1.00 per million requests is the largest single item for single submits on
 both Sundial and the Dynein model. (Lambda duration uses the AWS latency model; with the
 durations as measured on moto instead, Sundial's would be
@@ -331,7 +352,9 @@ the same for any design and are left out.
 design Airbnb describes, run on moto in the same run with the same jobs and the same event
 source mapping: PutItem, a conditional UpdateItem to acquire, one SendMessage per job, then
 DeleteItem; its API and scheduler are charged as if they ran on Lambda like Sundial's (one API
-Gateway request and one invocation per job; one scheduler invocation per group of shards), and
+Gateway request and one invocation per job; one scheduler invocation per group of shards) at
+256 MB — its scheduler mostly waits on one SendMessage per job, which more memory would only
+make dearer — and
 its consumer acknowledges without tracking status. Its inbound buffer queue and the scheduler's
 polling of idle shards are left out, both in its favour. The EventBridge Scheduler model is
 $1.00 per million invocations plus one SendMessage per job, with the Dynein run's consuming

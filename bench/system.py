@@ -33,7 +33,7 @@ from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 
 from bench.config import BenchConfig
-from bench.latency import modelled_ms
+from bench.latency import ONE_VCPU_MB, modelled_ms, vcpu_share
 from bench.meter import AwsMeter, Call, emulator_wall_s
 from sundial.clock import ManualClock
 from sundial.consumer import JobConsumer
@@ -86,7 +86,13 @@ class Invocation:
     @property
     def modelled_ms(self) -> int:
         """Sundial's own time here plus the calls at AWS's documented latencies."""
-        return max(1, math.ceil((self.wall_s - self.emulator_s) * 1000 + self.aws_calls_ms))
+        return self.modelled_ms_at(ONE_VCPU_MB)
+
+    def modelled_ms_at(self, memory_mb: int) -> int:
+        """As modelled_ms, in a function of `memory_mb`: its own time (measured on a full core
+        here) stretched by Lambda's CPU share at that memory."""
+        own_ms = (self.wall_s - self.emulator_s) * 1000 / vcpu_share(memory_mb)
+        return max(1, math.ceil(own_ms + self.aws_calls_ms))
 
 
 def aws_calls_ms(calls: Sequence[Call]) -> float:

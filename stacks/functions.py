@@ -26,11 +26,12 @@ from stacks.settings import (
 
 HANDLER = "handler.handler"
 MEMORY_MB = 256
-# Lambda gives CPU in proportion to memory (one vCPU at 1,769 MB). The submit path and the
-# sweeper are CPU-bound (mostly botocore: BENCHMARKS.md, sections 3 and 4), so more memory
-# buys latency and throughput at about the same cost per job: a submit's own time at 256 MB
-# would take the pickup p99 past 100 ms, and a 256 MB sweeper dispatches about 130 jobs/s.
-SUBMIT_MEMORY_MB = 1024
+# Lambda gives CPU in proportion to memory (one vCPU at 1,769 MB). At 256 MB a submit's own
+# time takes the pickup p99 to about 100 ms, and a sweeper dispatches about 130 jobs/s
+# (BENCHMARKS.md, sections 3 and 4). The sweeper is CPU-bound, so a full vCPU costs about the
+# same per job and dispatches 7 times as fast; the submit also waits on AWS, so it gets only
+# what the pickup target needs.
+SUBMIT_MEMORY_MB = 512
 SWEEPER_MEMORY_MB = 1769
 
 POWERTOOLS_ENVIRONMENT = {

@@ -38,7 +38,7 @@ TIMEOUTS = {
     "example_consumer": 5,
 }
 # CPU-bound paths get more memory, so more CPU (stacks/functions.py; BENCHMARKS.md).
-MEMORY_MB = {"submit": 1024, "sweeper": 1769}
+MEMORY_MB = {"submit": 512, "sweeper": 1769}
 COMMON_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
