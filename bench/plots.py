@@ -30,8 +30,9 @@ def _save(figure: Any, path: Path) -> str:
 
 def cost_per_million(rows: list[tuple[str, dict[str, Any]]], path: Path) -> str:
     """Stacked bars: $ per million jobs by component, scheduling and consuming sides summed."""
-    figure, axes = plt.subplots(figsize=(10, 4.8))
-    labels = [label for label, _ in rows]
+    figure, axes = plt.subplots(figsize=(11, 5.2))
+    # Bars at positions, not at their labels: two paths may share a label.
+    positions = list(range(len(rows)))
     bottoms = [0.0] * len(rows)
     for key, name in COMPONENTS:
         values = [
@@ -39,14 +40,15 @@ def cost_per_million(rows: list[tuple[str, dict[str, Any]]], path: Path) -> str:
             for _, d in rows
         ]
         if any(values):
-            axes.bar(labels, values, bottom=bottoms, label=name)
+            axes.bar(positions, values, bottom=bottoms, label=name)
             bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
-    for x, total in enumerate(bottoms):
+    for x, total in zip(positions, bottoms, strict=True):
         axes.text(x, total, f"${total:.2f}", ha="center", va="bottom", fontsize=9)
+    axes.set_xticks(positions, [label for label, _ in rows], rotation=20, ha="right", fontsize=8)
+    axes.set_ylim(0, max(bottoms) * 1.12)
     axes.set_ylabel("$ per million jobs")
     axes.set_title("Cost per million jobs, all in (us-east-1 on-demand)")
-    axes.tick_params(axis="x", labelrotation=20, labelsize=8)
-    axes.legend(fontsize=8)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(figure, path)
 
 

@@ -30,6 +30,18 @@ def _n(value: float, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
+# The cost chart's labels, one per ledger path (bench.ledger), short enough for an axis.
+SHORT_TITLES = {
+    "delayed": "Delayed job",
+    "retry": "Delayed, one retry",
+    "cancelled": "Cancelled",
+    "immediate": "Immediate job",
+    "batch": "Batch of 25",
+    "schedule": "Schedule occurrence",
+    "dag_node": "DAG node (diamond)",
+}
+
+
 class Report:
     def __init__(self, results: dict[str, Any], results_dir: Path, report_path: Path) -> None:
         self.results = results
@@ -174,7 +186,7 @@ nodes."""
             ]
             + [f"{name} {count:g}" for name, count in idle["per_tick"]["calls_per_job"].items()]
         )
-        ordered = [(p["title"].split(",")[0], p) for p in paths]
+        ordered = [(SHORT_TITLES.get(p["key"], p["title"]), p) for p in paths]
         chart = plots.cost_per_million(
             [
                 *ordered,
