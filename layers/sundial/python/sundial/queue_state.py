@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sundial.models import Job, Status
-from sundial.store import Item, item_to_job, write_if
+from sundial.store import Item, item_to_job, query_items, write_if
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -97,14 +97,10 @@ class QueueStateStore:
             "ExpressionAttributeValues": {":pk": _s(QUEUES_PK)},
             "ConsistentRead": True,
         }
-        while True:
-            page = self._db.query(**request)
-            for item in page.get("Items", []):
-                state = _item_to_state(item)
-                states[state.name] = state
-            if "LastEvaluatedKey" not in page:
-                return states
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for item in query_items(self._db, request):
+            state = _item_to_state(item)
+            states[state.name] = state
+        return states
 
     def paused(self) -> frozenset[str]:
         """The queues paused now (one query, as `all`)."""
@@ -201,10 +197,5 @@ class QueueStateStore:
             },
             "ConsistentRead": True,
         }
-        while True:
-            page = self._db.query(**request)
-            for item in page.get("Items", []):
-                yield item_to_job(item)
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for item in query_items(self._db, request):
+            yield item_to_job(item)

@@ -251,6 +251,17 @@ def _is_condition_failure(error: ClientError) -> bool:
     return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
+def query_items(db: DynamoDBClient, request: dict[str, Any]) -> Iterator[Item]:
+    """Every item a Query returns, page after page (a page holds at most 1 MB)."""
+    request = dict(request)
+    while True:
+        page = db.query(**request)
+        yield from page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def write_if(
     db: DynamoDBClient, table: str, operation: str, **request: Any
 ) -> tuple[bool, Item | None]:
@@ -762,14 +773,8 @@ class JobStore:
             # A job written just before the sweep must not be missed.
             "ConsistentRead": True,
         }
-        while True:
-            page = self._db.query(**request)
-            for item in page.get("Items", []):
-                yield item_to_job(item)
-            last = page.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
+        for item in query_items(self._db, request):
+            yield item_to_job(item)
 
     # -- DAG nodes --------------------------------------------------------------------------
 
@@ -788,13 +793,7 @@ class JobStore:
             },
             "ConsistentRead": True,
         }
-        nodes: list[Job] = []
-        while True:
-            page = self._db.query(**request)
-            nodes += [item_to_job(item) for item in page.get("Items", [])]
-            if "LastEvaluatedKey" not in page:
-                return nodes
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return [item_to_job(item) for item in query_items(self._db, request)]
 
     def count_finished_parent(
         self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int
@@ -946,14 +945,8 @@ class JobStore:
             },
             "ConsistentRead": True,
         }
-        while True:
-            page = self._db.query(**request)
-            for item in page.get("Items", []):
-                yield _item_to_due_ref(item)
-            last = page.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
+        for item in query_items(self._db, request):
+            yield _item_to_due_ref(item)
 
     # -- sweep cursors ----------------------------------------------------------------------
 
