@@ -1,11 +1,16 @@
 """Hands jobs to their team's SQS queue: SendMessageBatch, 10 per call, with DelaySeconds
-set so each message becomes visible at its job's due second."""
+set so each message becomes visible at its job's due second.
+
+A message that is not accepted is either to be retried (throttled, SQS unreachable, an SQS
+internal error: nothing is wrong with the job) or rejected (its queue is not configured, its
+job cannot be made into a message, SQS refused the entry as the sender's fault: sending it
+again cannot succeed). A rejected job affects only itself; the others are sent."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -40,6 +45,23 @@ class Outgoing:
         return self.job.due_ms if self.due_ms is None else self.due_ms
 
 
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    message: Outgoing
+    error_type: str  # e.g. UnknownQueue, MalformedJob, or SQS's error code
+    reason: str  # for an operator: shown in the job's history
+
+
+@dataclass(slots=True)
+class SendResult:
+    retry: list[Outgoing] = field(default_factory=list)  # not sent; may succeed next time
+    rejected: list[Rejected] = field(default_factory=list)  # not sent; never will be as is
+
+    @property
+    def failed(self) -> list[Outgoing]:
+        return self.retry + [r.message for r in self.rejected]
+
+
 # SQS has no priorities: a queue configured with a priority queue gets these there.
 URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 
@@ -65,7 +87,14 @@ class QueueSender:
     def send(
         self, outgoing: Sequence[Outgoing], *, now_ms: int | Callable[[], int]
     ) -> list[Outgoing]:
-        """Send every message; return those SQS did not accept (the caller must not lose them).
+        """Send every message; return those SQS did not accept (the caller must not lose them),
+        retryable or rejected alike (see `dispatch` to tell them apart)."""
+        return self.dispatch(outgoing, now_ms=now_ms).failed
+
+    def dispatch(
+        self, outgoing: Sequence[Outgoing], *, now_ms: int | Callable[[], int]
+    ) -> SendResult:
+        """Send every message; return those not accepted, as retryable or rejected.
 
         `now_ms` is the time now, or the clock to read it from. With a clock, each
         SendMessageBatch's DelaySeconds counts from just before that request, not from before
@@ -73,14 +102,26 @@ class QueueSender:
         surface the time of the 9 before it late. Reading the clock later can only shorten a
         delay, and SQS counts it from when the request arrives, so no message is ever early."""
         clock = now_ms if callable(now_ms) else (lambda: now_ms)
-        by_url: dict[str, list[Outgoing]] = defaultdict(list)
+        result = SendResult()
+        by_url: dict[str, list[tuple[Outgoing, str]]] = defaultdict(list)
         for message in outgoing:
-            by_url[self.url_for(message.job.queue, message.job.priority)].append(message)
-        failed: list[Outgoing] = []
+            job = message.job
+            if job.queue not in self._urls:
+                # e.g. a queue removed from cdk.json while it still had pending jobs
+                reason = f"queue {job.queue!r} is not configured"
+                result.rejected.append(Rejected(message, "UnknownQueue", reason))
+                continue
+            try:
+                body = envelope_body(job, attempt=message.attempt, run_at_ms=message.visible_at_ms)
+            except (ValueError, TypeError) as error:
+                reason = f"cannot build the message: {error}"
+                result.rejected.append(Rejected(message, "MalformedJob", reason))
+                continue
+            by_url[self.url_for(job.queue, job.priority)].append((message, body))
         for url, messages in by_url.items():
             for batch in _batches(messages):
-                failed.extend(self._send_batch(url, batch, clock()))
-        return failed
+                self._send_batch(url, batch, clock(), result)
+        return result
 
     def extend_visibility(
         self, queue: str, receipt_handle: str, seconds: int, priority: Priority = Priority.NORMAL
@@ -94,27 +135,43 @@ class QueueSender:
         )
 
     def _send_batch(
-        self, url: str, batch: list[tuple[Outgoing, dict[str, Any]]], now_ms: int
-    ) -> list[Outgoing]:
+        self,
+        url: str,
+        batch: list[tuple[Outgoing, dict[str, Any]]],
+        now_ms: int,
+        result: SendResult,
+    ) -> None:
         for message, entry in batch:
             entry["DelaySeconds"] = delay_seconds(message.visible_at_ms, now_ms)
         try:
             response = self._sqs.send_message_batch(QueueUrl=url, Entries=[e for _, e in batch])  # type: ignore[misc]
         except (ClientError, BotoCoreError):
-            # Throttled or unreachable after botocore's own retries: report all as failed.
-            return [message for message, _ in batch]
-        failed_ids = {f["Id"] for f in response.get("Failed", [])}
-        return [message for message, entry in batch if entry["Id"] in failed_ids]
+            # Throttled or unreachable after botocore's own retries: the whole call failed, and
+            # no one job is to blame, so all are retried.
+            result.retry.extend(message for message, _ in batch)
+            return
+        failures = {f["Id"]: f for f in response.get("Failed", [])}
+        for message, entry in batch:
+            failure = failures.get(entry["Id"])
+            if failure is None:
+                continue
+            if failure.get("SenderFault", False):
+                code = failure.get("Code", "SenderFault")
+                reason = f"SQS rejected the message: {code}: {failure.get('Message', '')}"
+                result.rejected.append(Rejected(message, code, reason.rstrip(": ")))
+            else:
+                result.retry.append(message)
 
 
-def _batches(messages: Sequence[Outgoing]) -> list[list[tuple[Outgoing, dict[str, Any]]]]:
+def _batches(
+    messages: Sequence[tuple[Outgoing, str]],
+) -> list[list[tuple[Outgoing, dict[str, Any]]]]:
     """Entries of at most SQS_BATCH messages and SQS_BATCH_BYTES; DelaySeconds is set when
     each batch is sent."""
     batches: list[list[tuple[Outgoing, dict[str, Any]]]] = []
     current: list[tuple[Outgoing, dict[str, Any]]] = []
     current_bytes = 0
-    for message in messages:
-        body = envelope_body(message.job, attempt=message.attempt, run_at_ms=message.visible_at_ms)
+    for message, body in messages:
         size = len(body.encode())
         if current and (len(current) == SQS_BATCH or current_bytes + size > SQS_BATCH_BYTES):
             batches.append(current)

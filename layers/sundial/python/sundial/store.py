@@ -339,6 +339,21 @@ def _item_to_due_ref(item: Item) -> DueRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Malformed:
+    """An item in a due range that is not a valid job (sundial.sweeper marks it dead)."""
+
+    key: JobKey | None  # None if even its keys cannot be read as a job's
+    reason: str
+
+
+def _job_key_or_none(item: Item) -> JobKey | None:
+    try:
+        return JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
     job_id: str
     fingerprint: str
@@ -760,6 +775,71 @@ class JobStore:
         )
         return written, item_to_job(old) if old else None
 
+    def mark_poisoned(
+        self,
+        key: JobKey,
+        *,
+        error_type: str,
+        reason: str,
+        now_ms: int,
+        expires_at_s: int,
+        token: str | None = None,
+    ) -> bool:
+        """A job that can never be dispatched as it is (its queue is not configured, its item
+        is malformed, SQS rejected it as the sender's fault) -> dead, with the reason in its
+        history, so it is visible on GET /jobs/{id} and no sweep stops at it again. With
+        `token`, only while it is still claimed by that sweep; without, only while no one may be
+        sending or running it."""
+        values: Item = {
+            ":dead": _s(Status.DEAD),
+            ":now": _n(now_ms),
+            ":expires": _n(expires_at_s),
+            ":empty": {"L": []},
+            ":error": {
+                "L": [
+                    {
+                        "M": _error_to_map(
+                            AttemptError(
+                                attempt=0,
+                                at_ms=now_ms,
+                                error_type=error_type,
+                                message=reason,
+                                traceback_head="",
+                            )
+                        )
+                    }
+                ]
+            },
+        }
+        if token is None:
+            # A malformed item may lack a status or hold an unknown one: any but these.
+            condition = (
+                "attribute_exists(pk) AND (attribute_not_exists(#status)"
+                " OR NOT #status IN (:queued, :running, :ok, :dead, :cancelled))"
+            )
+            values |= {
+                ":queued": _s(Status.QUEUED),
+                ":running": _s(Status.RUNNING),
+                ":ok": _s(Status.SUCCEEDED),
+                ":cancelled": _s(Status.CANCELLED),
+            }
+        else:
+            condition = "#status = :queued AND claim_token = :token"
+            values |= {":queued": _s(Status.QUEUED), ":token": _s(token)}
+        written, _ = self._write_if(
+            "update",
+            Key=_key(key),
+            UpdateExpression=(
+                "SET #status = :dead, finished_at = :now, expires_at = :expires,"
+                " history = list_append(if_not_exists(history, :empty), :error)"
+                " REMOVE claim_token, lease_until"
+            ),
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+        return written
+
     def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
         """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
         request: dict[str, Any] = {
@@ -930,7 +1010,9 @@ class JobStore:
         )
         return unheld, item_to_job(item) if item else None
 
-    def query_due_refs(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[DueRef]:
+    def query_due_refs(
+        self, shard: int, *, from_sk: str, to_sk: str
+    ) -> Iterator[DueRef | Malformed]:
         """As query_due, but only what a sweep decides on (no payload), so a whole backlog
         fits in a sweeper's memory."""
         request: dict[str, Any] = {
@@ -946,7 +1028,11 @@ class JobStore:
             "ConsistentRead": True,
         }
         for item in query_items(self._db, request):
-            yield _item_to_due_ref(item)
+            try:
+                yield _item_to_due_ref(item)
+            except (KeyError, ValueError, TypeError) as error:
+                # One bad item must not stop the sweep of its shard: hand it over as such.
+                yield Malformed(_job_key_or_none(item), f"malformed job item: {error!r}")
 
     # -- sweep cursors ----------------------------------------------------------------------
 
@@ -989,25 +1075,33 @@ class JobStore:
         )
         return moved
 
-    def record_sweep_done(self, shard: int, token: str, *, expires_at_s: int) -> None:
-        """Record that sweep `token` sent (or un-claimed) everything it claimed on `shard`,
-        so a later sweep that meets its claims behind a held cursor leaves them alone."""
-        self._db.put_item(
-            TableName=self._table,
-            Item={
-                "pk": _s(shard_pk(shard)),
-                "sk": _s(f"{SWEEP_DONE_PREFIX}{token}"),
-                "expires_at": _n(expires_at_s),
-            },
-        )
+    def record_sweep_done(
+        self, shard: int, token: str, *, expires_at_s: int, not_sent: Collection[str] = ()
+    ) -> None:
+        """Record that sweep `token` finished on `shard`: it sent every job it claimed there
+        except `not_sent` (ids whose send failed or whose claim's outcome is unknown). A later
+        sweep that meets this sweep's claims behind a held cursor takes only the others as sent
+        (THE CURSOR RULE, sundial.timing)."""
+        item: Item = {
+            "pk": _s(shard_pk(shard)),
+            "sk": _s(f"{SWEEP_DONE_PREFIX}{token}"),
+            "expires_at": _n(expires_at_s),
+        }
+        if not_sent:  # a string set cannot be empty
+            item["not_sent"] = {"SS": sorted(not_sent)}
+        self._db.put_item(TableName=self._table, Item=item)
 
-    def sweep_done(self, shard: int, token: str) -> bool:
+    def sweep_done(self, shard: int, token: str) -> frozenset[str] | None:
+        """None if sweep `token` has not finished on `shard`; else the ids it did not send."""
         response = self._db.get_item(
             TableName=self._table,
             Key={"pk": _s(shard_pk(shard)), "sk": _s(f"{SWEEP_DONE_PREFIX}{token}")},
             ConsistentRead=True,
         )
-        return "Item" in response
+        item = response.get("Item")
+        if item is None:
+            return None
+        return frozenset(item.get("not_sent", {}).get("SS", []))
 
     # -- shard count ------------------------------------------------------------------------
 

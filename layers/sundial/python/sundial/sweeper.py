@@ -22,10 +22,12 @@ first advances its schedule (sundial.chain).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
@@ -36,8 +38,10 @@ from sundial.models import Job, Priority, Status
 from sundial.queue_control import CATCH_UP_STALE_MS, CatchUp
 from sundial.queue_state import QueueState, QueueStateStore
 from sundial.sender import SQS_BATCH, Outgoing, QueueSender
-from sundial.store import ClaimOutcome, DueRef, JobStore
+from sundial.store import ClaimOutcome, DueRef, JobStore, Malformed
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
+
+logger = logging.getLogger(__name__)
 
 # Flush claimed jobs to SQS once this many are waiting, so a long backlog streams out.
 _FLUSH_AT = SQS_BATCH * 10
@@ -68,7 +72,10 @@ class SweepReport:
     lost_races: int = 0
     taken_over: int = 0
     paused: int = 0  # pending jobs of paused queues, passed over
+    poisoned: int = 0  # jobs that can never be sent as they are, marked dead with the reason
+    errors: int = 0  # AWS errors met (a claim, an un-claim, a shard), each isolated
     held_shards: list[int] = field(default_factory=list)
+    failed_shards: list[int] = field(default_factory=list)  # swept no further after an error
 
     def add(self, other: SweepReport) -> None:
         self.shards += other.shards
@@ -78,7 +85,10 @@ class SweepReport:
         self.lost_races += other.lost_races
         self.taken_over += other.taken_over
         self.paused += other.paused
+        self.poisoned += other.poisoned
+        self.errors += other.errors
         self.held_shards += other.held_shards
+        self.failed_shards += other.failed_shards
 
 
 class Sweeper:
@@ -134,7 +144,15 @@ class Sweeper:
                     chain=self._chain,
                     retention_s=self._retention_s,
                 )
-                report.add(shard_sweep.run())
+                try:
+                    report.add(shard_sweep.run())
+                except Exception:
+                    # One shard's failure never stops the others. What it claimed and did not
+                    # send is retaken after the lease; its cursor holds (it was not moved).
+                    logger.exception("sweep of shard %s failed", shard)
+                    shard_sweep.report.errors += 1
+                    shard_sweep.report.failed_shards.append(shard)
+                    report.add(shard_sweep.report)
         self._finish_catch_ups(states, shards, remaining_ms, report)
         return report
 
@@ -192,17 +210,26 @@ class _ShardSweep:
         self._claimed: list[Job] = []
         self._handled: set[str] = set()  # sort keys already dealt with in this sweep
         self._frontier_sk = ""
-        self._unclaim_failed = False
-        self._done_tokens: dict[str, bool] = {}
+        # Ids this sweep claimed and did not send (or may have claimed: a claim whose outcome
+        # is unknown). Its done record names them, so no later sweep takes them as sent.
+        self._not_sent: set[str] = set()
+        self._done_tokens: dict[str, frozenset[str] | None] = {}
+        self._expires_at_s = 0
         self.report = SweepReport(shards=1)
 
     def run(self) -> SweepReport:
         now = self._clock.now_ms()
         frontier = now + SWEEP_LOOKAHEAD_MS
         self._frontier_sk = due_sk_bound(frontier, upper=True)
-        refs = list(
-            self._store.query_due_refs(self._shard, from_sk=self._cursor, to_sk=self._frontier_sk)
-        )
+        self._expires_at_s = now // 1000 + self._retention_s
+        refs: list[DueRef] = []
+        for ref in self._store.query_due_refs(
+            self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
+        ):
+            if isinstance(ref, Malformed):
+                self._poison_malformed(ref)
+            else:
+                refs.append(ref)
         self.report.seen = len(refs)
         # Higher priority first, then due order. When the range holds more than one sweep can
         # send (a backlog after an outage), the time goes to the urgent jobs; the cursor holds
@@ -221,11 +248,15 @@ class _ShardSweep:
             self._store.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
-            if self.report.dispatched and not self._unclaim_failed:
+            if self.report.dispatched:
                 # Jobs this sweep sent may lie above the held cursor: say they were sent, so a
-                # later sweep does not take them over as if this one had died.
+                # later sweep does not take them over as if this one had died; and name those
+                # it did not send, so a later sweep does not pass them (THE CURSOR RULE).
                 self._store.record_sweep_done(
-                    self._shard, self._token, expires_at_s=now // 1000 + self._retention_s
+                    self._shard,
+                    self._token,
+                    expires_at_s=self._expires_at_s,
+                    not_sent=self._not_sent,
                 )
         return self.report
 
@@ -247,8 +278,11 @@ class _ShardSweep:
             else:
                 self._claim(job, now, from_token=None)
         elif job.status is Status.QUEUED and job.claim_token != self._token:
-            if job.claim_token is not None and self._sweep_done(job.claim_token):
+            not_sent = self._sweep_done(job.claim_token) if job.claim_token else None
+            if not_sent is not None and job.id not in not_sent:
                 return  # sent by a sweep that finished; its cursor was held below it
+            # Still claimed by a live sweep, or by one that finished without sending it (it was
+            # un-claimed since, or is retaken once its lease is over): never pass it.
             if job.lease_until_ms is not None and job.lease_until_ms < now:
                 self.report.taken_over += 1
                 self._claim(job, now, from_token=job.claim_token)
@@ -308,7 +342,21 @@ class _ShardSweep:
     def _settle_claims(self) -> None:
         in_flight, self._in_flight = self._in_flight, []
         for job, claim in in_flight:
-            self._settle(job, claim.result())
+            try:
+                outcome = claim.result()
+            except (ClientError, BotoCoreError):
+                # The claim may or may not have been written: keep the job in sight. If it
+                # was, its lease expires and a later sweep retakes it.
+                logger.exception("claim of %s failed", job.id)
+                self.report.errors += 1
+                self._not_sent.add(job.id)
+                self._hold_at(job.key.sk)
+                continue
+            except (KeyError, ValueError, TypeError) as error:
+                # Claimed, but the item cannot be read as a job: it can never be sent.
+                self._poison(job, "MalformedJob", f"malformed job item: {error!r}")
+                continue
+            self._settle(job, outcome)
 
     def _settle(self, job: SweptJob, outcome: ClaimOutcome) -> None:
         if outcome.won and outcome.job is not None:
@@ -325,20 +373,66 @@ class _ShardSweep:
             return
         claimed, self._claimed = self._claimed, []
         outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
-        failed = self._sender.send(outgoing, now_ms=self._clock.now_ms)
-        self.report.dispatched += len(claimed) - len(failed)
-        for message in failed:
+        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms)
+        self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
+        for rejected in result.rejected:
+            self._poison(rejected.message.job, rejected.error_type, rejected.reason)
+        for message in result.retry:
             self.report.send_failures += 1
-            # Best effort: if this write fails too, the claim's lease expires and it is retaken.
-            if not self._store.unclaim(message.job.key, token=self._token):
-                self._unclaim_failed = True
+            self._not_sent.add(message.job.id)
             self._hold_at(message.job.key.sk)
+            try:
+                # Refused (False) when the job is no longer ours: cancelled meanwhile. Nothing
+                # is left to send then, so that is no error.
+                self._store.unclaim(message.job.key, token=self._token)
+            except (ClientError, BotoCoreError):
+                # Still claimed by us: the done record names it, so it is retaken after the lease.
+                logger.exception("un-claim of %s failed", message.job.id)
+                self.report.errors += 1
 
-    def _sweep_done(self, token: str) -> bool:
-        if token not in self._done_tokens:
-            self._done_tokens[token] = token.startswith("sweep:") and self._store.sweep_done(
-                self._shard, token
+    def _poison(self, job: SweptJob | Job, error_type: str, reason: str) -> None:
+        """A job this sweep claimed that can never be sent as it is: dead, with the reason."""
+        logger.warning("poison job %s: %s", job.id, reason)
+        try:
+            self._store.mark_poisoned(
+                job.key,
+                error_type=error_type,
+                reason=reason,
+                now_ms=self._clock.now_ms(),
+                expires_at_s=self._expires_at_s,
+                token=self._token,
             )
+        except (ClientError, BotoCoreError):
+            logger.exception("marking %s dead failed", job.id)
+            self.report.errors += 1
+            self._not_sent.add(job.id)  # still claimed by us: retaken after the lease
+            self._hold_at(job.key.sk)
+            return
+        # Refused only if it is no longer ours (cancelled meanwhile): nothing to send either.
+        self.report.poisoned += 1
+
+    def _poison_malformed(self, ref: Malformed) -> None:
+        """An item in the range that is not a valid job: dead if it may be pending, so no
+        sweep meets it again; the cursor passes it (it can never be sent)."""
+        logger.warning("malformed item %s: %s", ref.key, ref.reason)
+        self.report.poisoned += 1
+        if ref.key is None:
+            return
+        self._store.mark_poisoned(
+            ref.key,
+            error_type="MalformedJob",
+            reason=ref.reason,
+            now_ms=self._clock.now_ms(),
+            expires_at_s=self._expires_at_s,
+        )
+
+    def _sweep_done(self, token: str) -> frozenset[str] | None:
+        """The ids sweep `token` did not send, if it has finished on this shard; else None."""
+        if token not in self._done_tokens:
+            done = (
+                self._store.sweep_done(self._shard, token) if token.startswith("sweep:") else None
+            )
+            self._done_tokens[token] = done
         return self._done_tokens[token]
 
     def _hold_at(self, sk: str) -> None:

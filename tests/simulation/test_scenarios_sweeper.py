@@ -1,0 +1,168 @@
+"""Issue 12, the sweeper's scenarios: each interleaving is replayed deterministically on moto
+with the manual clock, by hooking the real AWS calls of the sweeper under test."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from typing import Any
+
+import boto3
+from ulid import ULID
+
+from sundial.clock import ManualClock
+from sundial.ids import JobKey
+from sundial.models import Job, Priority, Status
+from sundial.sender import QueueSender
+from sundial.store import JobStore
+from sundial.sweeper import Sweeper
+from sundial.timing import CLAIM_LEASE_MS
+from sundial.wiring import Dependencies
+from tests.support import receive_all
+
+
+def _sweeper(deps: Dependencies, clock: ManualClock) -> tuple[Sweeper, Any, Any]:
+    """A sweeper with its own clients, so a test can hook into its AWS calls."""
+    dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
+    sweeper = Sweeper(
+        store=JobStore(dynamodb, deps.settings.table_name),
+        sender=QueueSender(sqs, deps.settings.queue_urls),
+        clock=clock,
+    )
+    return sweeper, dynamodb, sqs
+
+
+def _put(
+    deps: Dependencies, clock: ManualClock, *, shard: int, in_s: int, queue: str = "default"
+) -> Job:
+    """A pending job on a chosen shard, due `in_s` seconds from now (inside the lookahead)."""
+    now = clock.now_ms()
+    job = Job(
+        key=JobKey(shard=shard, due_ms=now + in_s * 1000, ulid=str(ULID())),
+        queue=queue,
+        payload_json="{}",
+        priority=Priority.NORMAL,
+        max_attempts=3,
+        created_at_ms=now,
+    )
+    deps.store.put_new([job])
+    return job
+
+
+def _arrivals(deps: Dependencies) -> Counter[str]:
+    return Counter(
+        e["id"] for e in receive_all(boto3.client("sqs"), deps.settings.queue_urls["default"])
+    )
+
+
+def _refuse(sqs: Any, job_id: str, *, sender_fault: bool = False) -> None:
+    """SQS refuses this job's entry in its SendMessageBatch (the entry is withheld from moto
+    and reported in Failed, as SQS reports a partial batch failure)."""
+    withheld: list[dict[str, Any]] = []
+
+    def withhold(params: dict[str, Any], **_: Any) -> None:
+        withheld.clear()
+        keep: list[dict[str, Any]] = []
+        for entry in params["Entries"]:
+            (withheld if json.loads(entry["MessageBody"])["id"] == job_id else keep).append(entry)
+        params["Entries"] = keep
+
+    def report_failed(parsed: dict[str, Any], **_: Any) -> None:
+        parsed.setdefault("Failed", []).extend(
+            {"Id": e["Id"], "SenderFault": sender_fault, "Code": "InternalError"} for e in withheld
+        )
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
+    sqs.meta.events.register("after-call.sqs.SendMessageBatch", report_failed)
+
+
+def test_scenario_01_second_sweeper_never_passes_a_job_the_first_could_not_send(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given j1 < j2 pending on shard 0, and SQS refusing j1's entry to sweeper A
+    j1 = _put(deps, clock, shard=0, in_s=300)
+    j2 = _put(deps, clock, shard=0, in_s=400)
+    a, _, a_sqs = _sweeper(deps, clock)
+    b, b_db, _ = _sweeper(deps, clock)
+    _refuse(a_sqs, j1.id)
+    # And sweeper B reading the range while j1 is still queued by A (between A's send and
+    # A's un-claim), then deciding only after A has finished (un-claim, cursor, done record)
+    b_read, a_finished = threading.Event(), threading.Event()
+
+    def b_reads_then_waits(**_: Any) -> None:
+        b_read.set()
+        assert a_finished.wait(10)
+
+    b_db.meta.events.register("after-call.dynamodb.Query", b_reads_then_waits)
+    b_reports: list[Any] = []
+    b_thread = threading.Thread(target=lambda: b_reports.append(b.sweep([0])))
+
+    def start_b(**_: Any) -> None:
+        b_thread.start()
+        assert b_read.wait(10)
+
+    a_sqs.meta.events.register("after-call.sqs.SendMessageBatch", start_b)
+    # When A sweeps (one refused send), with B's sweep interleaved as above
+    a_report = a.sweep([0])
+    a_finished.set()
+    b_thread.join(10)
+    assert a_report.dispatched == 1 and a_report.send_failures == 1 and b_reports
+    assert deps.jobs.get(j1.id).status is Status.PENDING
+    # Then a later sweep still finds j1 (B did not move the cursor past it) and sends it
+    clock.advance(seconds=60)
+    later, _, _ = _sweeper(deps, clock)
+    assert later.sweep([0]).dispatched == 1
+    assert deps.jobs.get(j1.id).status is Status.QUEUED
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({j1.id: 1, j2.id: 1})
+
+
+def test_scenario_05_refused_send_plus_concurrent_cancel_sends_the_rest_once(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given j1 < j2 pending on shard 0, SQS refusing j1, and j1 cancelled by a client
+    # between A's send and A's un-claim (so the un-claim is refused: j1 is no longer queued)
+    j1 = _put(deps, clock, shard=0, in_s=300)
+    j2 = _put(deps, clock, shard=0, in_s=400)
+    a, _, a_sqs = _sweeper(deps, clock)
+    _refuse(a_sqs, j1.id)
+    a_sqs.meta.events.register(
+        "after-call.sqs.SendMessageBatch", lambda **_: deps.jobs.cancel(j1.id)
+    )
+    # When A sweeps, and later sweeps run, also past the claim lease
+    report = a.sweep([0])
+    assert report.dispatched == 1 and report.send_failures == 1
+    later, _, _ = _sweeper(deps, clock)
+    for _ in range(3):
+        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        later.sweep([0])
+    # Then j2 was sent exactly once (not taken over as if A had died), and j1 never
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({j2.id: 1})
+    assert deps.jobs.get(j1.id).status is Status.CANCELLED
+
+
+def test_scenario_08_a_job_of_a_removed_queue_blocks_nothing(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given, on shard 0, a pending job of a queue no longer configured, between healthy jobs,
+    # and a healthy job on shard 1 (a later shard of the same group)
+    before = _put(deps, clock, shard=0, in_s=200)
+    orphan = _put(deps, clock, shard=0, in_s=300, queue="removed")
+    after = _put(deps, clock, shard=0, in_s=400)
+    other = _put(deps, clock, shard=1, in_s=300)
+    sweeper, _, _ = _sweeper(deps, clock)
+    # When the group is swept
+    report = sweeper.sweep([0, 1])
+    # Then every healthy job is sent, and only the orphan is affected: dead, with a reason an
+    # operator sees on GET /jobs/{id}
+    assert report.dispatched == 3 and report.poisoned == 1 and not report.failed_shards
+    dead = deps.jobs.get(orphan.id)
+    assert dead.status is Status.DEAD
+    assert dead.last_error is not None and "removed" in dead.last_error.message
+    # And the cursor does not stick at it: later sweeps send nothing again
+    clock.advance(seconds=60)
+    assert sweeper.sweep([0, 1]).dispatched == 0
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({before.id: 1, after.id: 1, other.id: 1})
