@@ -1,5 +1,6 @@
 """EventBridge (rate 1 minute) -> start one sweeper per shard group."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -19,12 +20,15 @@ metrics = Metrics()
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = dependencies()
+    failed: list[Sequence[int]] = []
     started = fan_out(
         store=deps.store,
         shard_count=deps.settings.shard_count,
         group_size=deps.settings.shards_per_sweeper,
         launch=deps.launcher,
+        failed=failed,
     )
     metrics.add_metric(name="SweepersStarted", unit=MetricUnit.Count, value=started)
-    logger.info("fan-out done", extra={"sweepers": started})
+    metrics.add_metric(name="SweeperStartFailures", unit=MetricUnit.Count, value=len(failed))
+    logger.info("fan-out done", extra={"sweepers": started, "failed_groups": failed})
     return {"sweepers": started}

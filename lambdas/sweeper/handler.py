@@ -26,5 +26,11 @@ def handler(event: SweepRequest, context: LambdaContext) -> dict[str, Any]:
     )
     metrics.add_metric(name="JobsDispatched", unit=MetricUnit.Count, value=report.dispatched)
     metrics.add_metric(name="SendFailures", unit=MetricUnit.Count, value=report.send_failures)
-    logger.info("sweep done", extra=asdict(report))
+    metrics.add_metric(name="PoisonJobs", unit=MetricUnit.Count, value=report.poisoned)
+    metrics.add_metric(name="SweepErrors", unit=MetricUnit.Count, value=report.errors)
+    metrics.add_metric(name="FailedShards", unit=MetricUnit.Count, value=len(report.failed_shards))
+    if report.poisoned or report.errors:
+        logger.warning("sweep done with poison jobs or errors", extra=asdict(report))
+    else:
+        logger.info("sweep done", extra=asdict(report))
     return asdict(report)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
@@ -26,3 +29,19 @@ def test_sweeper_handler_rejects_a_malformed_event(
 ) -> None:
     with pytest.raises((ValidationError, ValueError)):
         sweeper_lambda.handler(event, FakeLambdaContext())
+
+
+def test_sweeper_handler_reports_poison_jobs_and_errors_as_metrics(
+    deps: Dependencies, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a pending job of a queue that is no longer configured, next to a healthy one
+    orphan = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=1000)).job
+    deps.jobs.submit(SubmitJob(queue="default", delay_seconds=1000))
+    stored = deps.store.get(orphan.key)
+    assert stored is not None
+    deps.store.put_new([replace(stored, queue="removed")])
+    deps.clock.advance(seconds=200)  # type: ignore[attr-defined]
+    report = sweeper_lambda.handler({"shards": list(range(8))}, FakeLambdaContext())
+    assert report["dispatched"] == 1 and report["poisoned"] == 1 and report["errors"] == 0
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert metrics and metrics[-1]["PoisonJobs"] == [1.0] and metrics[-1]["SweepErrors"] == [0.0]

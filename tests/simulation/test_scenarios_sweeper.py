@@ -9,13 +9,14 @@ from collections import Counter
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 from ulid import ULID
 
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.models import Job, Priority, Status
 from sundial.sender import QueueSender
-from sundial.store import JobStore
+from sundial.store import JobStore, job_to_item
 from sundial.sweeper import Sweeper
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.wiring import Dependencies
@@ -166,3 +167,81 @@ def test_scenario_08_a_job_of_a_removed_queue_blocks_nothing(
     assert sweeper.sweep([0, 1]).dispatched == 0
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({before.id: 1, after.id: 1, other.id: 1})
+
+
+def _raw(deps: Dependencies, job: Job) -> dict[str, Any]:
+    item = boto3.client("dynamodb").get_item(
+        TableName=deps.settings.table_name,
+        Key={"pk": {"S": job.key.pk}, "sk": {"S": job.key.sk}},
+        ConsistentRead=True,
+    )["Item"]
+    return dict(item)
+
+
+def _put_raw(deps: Dependencies, job: Job, **changes: Any) -> None:
+    """Write a job's item with some attributes changed (a value) or removed (None)."""
+    item = job_to_item(job)
+    for name, value in changes.items():
+        if value is None:
+            item.pop(name)
+        else:
+            item[name] = value
+    boto3.client("dynamodb").put_item(TableName=deps.settings.table_name, Item=item)
+
+
+def test_scenario_poison_a_poison_job_affects_that_job_only(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given, among healthy jobs on shard 0: an item whose priority is unknown (unreadable as
+    # a due job), an item without its payload (readable, but not as a whole job), and a job
+    # SQS rejects as the sender's fault
+    healthy = [_put(deps, clock, shard=0, in_s=100 * (i + 1)) for i in range(4)]
+    bad_priority = _put(deps, clock, shard=0, in_s=150)
+    no_payload = _put(deps, clock, shard=0, in_s=250)
+    rejected = _put(deps, clock, shard=0, in_s=350)
+    _put_raw(deps, bad_priority, priority={"S": "urgent!"})
+    _put_raw(deps, no_payload, payload=None)
+    sweeper, _, sqs = _sweeper(deps, clock)
+    _refuse(sqs, rejected.id, sender_fault=True)
+    # When the shard is swept
+    report = sweeper.sweep([0])
+    # Then the healthy jobs are sent, and each poison job is dead with its reason
+    assert report.dispatched == 4 and report.poisoned == 3
+    assert not report.held_shards and not report.failed_shards
+    for job, words in ((bad_priority, "urgent!"), (no_payload, "payload"), (rejected, "SQS")):
+        item = _raw(deps, job)
+        assert item["status"]["S"] == "dead"
+        assert words in item["history"]["L"][-1]["M"]["message"]["S"]
+    assert deps.jobs.get(rejected.id).last_error is not None
+    # And the cursor passed them: later sweeps, also past the lease, send nothing again
+    for _ in range(2):
+        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        assert sweeper.sweep([0]).dispatched == 0
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({job.id: 1 for job in healthy})
+
+
+def test_scenario_poison_an_error_on_one_shard_never_stops_the_others(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given due jobs on shards 0, 1 and 2, and DynamoDB failing every read of shard 1
+    jobs = {shard: _put(deps, clock, shard=shard, in_s=300) for shard in (0, 1, 2)}
+    sweeper, dynamodb, _ = _sweeper(deps, clock)
+
+    def fail_shard_1(params: dict[str, Any], **_: Any) -> None:
+        if params["ExpressionAttributeValues"][":pk"]["S"] == jobs[1].key.pk:
+            raise ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "boom"}}, "Query"
+            )
+
+    dynamodb.meta.events.register("provide-client-params.dynamodb.Query", fail_shard_1)
+    # When the group is swept
+    report = sweeper.sweep([0, 1, 2])
+    # Then the other shards are swept, and the failed one is reported
+    assert report.dispatched == 2 and report.errors == 1 and report.failed_shards == [1]
+    # And once DynamoDB recovers, the next sweep sends shard 1's job
+    dynamodb.meta.events.unregister("provide-client-params.dynamodb.Query", fail_shard_1)
+    clock.advance(seconds=60)
+    assert sweeper.sweep([0, 1, 2]).dispatched == 1
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({job.id: 1 for job in jobs.values()})

@@ -82,3 +82,18 @@ def test_lambda_launcher_invokes_the_sweeper_asynchronously() -> None:
     assert [c["InvocationType"] for c in calls] == ["Event"]
     assert json.loads(calls[0]["Payload"]) == {"shards": [3, 4, 5]}
     assert responses[0]["StatusCode"] == 202
+
+
+def test_a_group_that_fails_to_start_does_not_stop_the_others(deps: Dependencies) -> None:
+    launched: list[Sequence[int]] = []
+
+    def launch(group: Sequence[int]) -> None:
+        if 0 in group:
+            raise RuntimeError("Lambda throttled")
+        launched.append(group)
+
+    failed: list[Sequence[int]] = []
+    started = fan_out(store=deps.store, shard_count=12, group_size=4, launch=launch, failed=failed)
+    assert started == 2
+    assert launched == [[4, 5, 6, 7], [8, 9, 10, 11]]
+    assert failed == [[0, 1, 2, 3]]

@@ -3,10 +3,12 @@ request, so a long flush does not make its last messages late, and none is ever 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from ulid import ULID
 
 from sundial.clock import ManualClock
@@ -72,3 +74,88 @@ def test_each_batch_counts_its_delay_from_just_before_it_is_sent(
     assert receive_all(sqs, url) == []
     clock.set(max(visible) + 1)
     assert len(receive_all(sqs, url)) == 25
+
+
+def _failing_entries(sqs: Any, failures: dict[int, dict[str, Any]]) -> None:
+    """SQS reports these entries (by position in the request) as Failed, withholding them."""
+    withheld: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def withhold(params: dict[str, Any], **_: Any) -> None:
+        entries = params["Entries"]
+        withheld[:] = [(entries[i], failures[i]) for i in sorted(failures) if i < len(entries)]
+        params["Entries"] = [e for i, e in enumerate(entries) if i not in failures]
+
+    def report(parsed: dict[str, Any], **_: Any) -> None:
+        parsed.setdefault("Failed", []).extend({"Id": e["Id"], **f} for e, f in withheld)
+
+    sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
+    sqs.meta.events.register("after-call.sqs.SendMessageBatch", report)
+
+
+def test_a_job_of_an_unconfigured_queue_is_rejected_and_the_others_are_sent(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    sqs = boto3.client("sqs")
+    good = _jobs(clock.now_ms(), 3)
+    orphan = _jobs(clock.now_ms(), 1)[0]
+    orphan = Outgoing(replace(orphan.job, queue="removed"))
+    result = QueueSender(sqs, deps.settings.queue_urls).dispatch(
+        [good[0], orphan, *good[1:]], now_ms=clock.now_ms()
+    )
+    assert result.retry == []
+    assert [(r.message, r.error_type) for r in result.rejected] == [(orphan, "UnknownQueue")]
+    assert "'removed'" in result.rejected[0].reason
+    assert len(receive_all(sqs, deps.settings.queue_urls["default"])) == 3
+
+
+def test_sender_faults_are_rejected_and_sqs_faults_are_retried(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    sqs = boto3.client("sqs")
+    _failing_entries(
+        sqs,
+        {
+            1: {"SenderFault": True, "Code": "InvalidParameterValue", "Message": "bad body"},
+            3: {"SenderFault": False, "Code": "InternalError"},
+        },
+    )
+    jobs = _jobs(clock.now_ms(), 5)
+    sender = QueueSender(sqs, deps.settings.queue_urls)
+    result = sender.dispatch(jobs, now_ms=clock.now_ms())
+    assert result.retry == [jobs[3]]
+    assert [(r.message, r.error_type) for r in result.rejected] == [
+        (jobs[1], "InvalidParameterValue")
+    ]
+    assert "bad body" in result.rejected[0].reason
+    # send() reports both as not accepted, as before
+    assert {o.job.id for o in result.failed} == {jobs[1].job.id, jobs[3].job.id}
+    assert len(receive_all(sqs, deps.settings.queue_urls["default"])) == 3
+
+
+def test_a_failed_call_retries_every_message_and_rejects_none(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    sqs = boto3.client("sqs")
+
+    def throttle(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "RequestThrottled", "Message": "slow down"}}, "SendMessageBatch"
+        )
+
+    sqs.meta.events.register("before-call.sqs.SendMessageBatch", throttle)
+    jobs = _jobs(clock.now_ms(), 12)
+    result = QueueSender(sqs, deps.settings.queue_urls).dispatch(jobs, now_ms=clock.now_ms())
+    assert result.retry == jobs and result.rejected == []
+
+
+def test_a_job_that_cannot_be_made_into_a_message_is_rejected(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    jobs = _jobs(clock.now_ms(), 2)
+    broken = Outgoing(replace(jobs[0].job, created_at_ms=10**17))  # beyond any date
+    sqs = boto3.client("sqs")
+    result = QueueSender(sqs, deps.settings.queue_urls).dispatch(
+        [broken, jobs[1]], now_ms=clock.now_ms()
+    )
+    assert [(r.message, r.error_type) for r in result.rejected] == [(broken, "MalformedJob")]
+    assert len(receive_all(sqs, deps.settings.queue_urls["default"])) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,8 @@ from sundial.store import JobStore
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda.client import LambdaClient
+
+logger = logging.getLogger(__name__)
 
 Launch = Callable[[Sequence[int]], None]
 
@@ -19,19 +22,36 @@ def shard_groups(shard_count: int, group_size: int) -> list[list[int]]:
     return [shards[start : start + group_size] for start in range(0, shard_count, group_size)]
 
 
-def fan_out(*, store: JobStore, shard_count: int, group_size: int, launch: Launch) -> int:
-    """Start a sweep of every shard there has ever been. Returns how many sweepers started.
+def fan_out(
+    *,
+    store: JobStore,
+    shard_count: int,
+    group_size: int,
+    launch: Launch,
+    failed: list[Sequence[int]] | None = None,
+) -> int:
+    """Start a sweep of every shard there has ever been. Returns how many sweepers started;
+    the groups whose start failed are appended to `failed`, if given.
 
     Shards may only grow: if the configured count was lowered, the shards above it may still
-    hold jobs, so the highest count ever recorded is swept.
+    hold jobs, so the highest count ever recorded is swept. A group that fails to start does
+    not stop the others (its shards keep their cursors; the next tick sweeps them).
     """
     recorded = store.recorded_shard_count()
     if shard_count > recorded:
         store.record_shard_count(shard_count)
     groups = shard_groups(max(shard_count, recorded), group_size)
+    started = 0
     for group in groups:
-        launch(group)
-    return len(groups)
+        try:
+            launch(group)
+        except Exception:
+            logger.exception("starting the sweep of shards %s failed", group)
+            if failed is not None:
+                failed.append(group)
+            continue
+        started += 1
+    return started
 
 
 class LambdaLauncher:

@@ -113,7 +113,7 @@ class QueueSender:
                 continue
             try:
                 body = envelope_body(job, attempt=message.attempt, run_at_ms=message.visible_at_ms)
-            except (ValueError, TypeError) as error:
+            except (ValueError, TypeError, OverflowError) as error:
                 reason = f"cannot build the message: {error}"
                 result.rejected.append(Rejected(message, "MalformedJob", reason))
                 continue

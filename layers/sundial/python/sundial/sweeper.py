@@ -366,6 +366,15 @@ class _ShardSweep:
         current = outcome.current
         if current is not None and current.status is Status.QUEUED:
             self._hold_at(job.key.sk)  # someone else claimed it first and may still fail
+        elif (
+            current is not None
+            and current.status is Status.PENDING
+            and not current.direct
+            and not _dag_held(current)
+        ):
+            # A take-over lost to an un-claim: pending again, and no one else owns it
+            # (THE CURSOR RULE, sundial.timing).
+            self._hold_at(job.key.sk)
 
     def _flush(self) -> None:
         self._settle_claims()

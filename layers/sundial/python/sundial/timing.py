@@ -15,6 +15,30 @@
   may already have passed them, so those paths send them themselves (sundial.release: the job
   is made `direct` first, so no sweeper claims it too), or, for a paused queue, record them for
   the catch-up its resume runs (sundial.queue_state).
+
+THE CURSOR RULE. A shard's cursor only ever moves forward (advance_cursor's condition), and a
+sweep moves it past a job only if that job needs nothing from a sweep: sent (by this sweep, or
+by a finished sweep whose done record does not name it in `not_sent`), finished, cancelled,
+dead, paused, or owned by another path that sends it itself (direct, a paused DAG's root, a
+paused queue's job, which the queue's resume catches up). Every other job holds the cursor
+at it: a failed send (un-claimed, or still claimed if the un-claim failed), a claim whose
+outcome is unknown, a job claimed by a sweep that is alive or finished without sending it,
+a take-over that lost to an un-claim. Why it holds against the writes it interleaves with:
+- Two sweeps of one shard (the next tick, or Lambda's async retry of the first). Sweep A
+  un-claims a job whose send failed, then writes its done record naming it in `not_sent`.
+  Sweep B may have read the job while A still held it: B skips it only if A's record exists
+  and does not name it; otherwise it applies the lease (hold while live, take over when
+  expired), so B never passes it. A's record is written after all of A's un-claims, so a
+  record B can read names everything A did not send.
+- A cancel during a sweep's send: the un-claim is refused (the job is no longer queued by
+  this sweep) and there is nothing left to send, so the sweep still finishes normally
+  (cursor, done record) and no job it sent is retaken after the lease and sent twice.
+- A poison job (queue not configured, malformed item, SQS rejecting the entry as the
+  sender's fault) is marked dead with the reason (a conditional write on the sweep's own
+  claim), so it needs nothing more and the cursor passes it. A retryable failure (throttle,
+  SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
+- An error on one shard stops only that shard: its cursor is not moved and it writes no
+  done record, so what it claimed is retaken after the lease, as after a crash.
 """
 
 from __future__ import annotations
