@@ -20,7 +20,7 @@ from sundial.store import JobStore, job_to_item
 from sundial.sweeper import Sweeper
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.wiring import Dependencies
-from tests.support import receive_all
+from tests.support import WriteMeter, receive_all
 
 
 def _sweeper(deps: Dependencies, clock: ManualClock) -> tuple[Sweeper, Any, Any]:
@@ -245,3 +245,19 @@ def test_scenario_poison_an_error_on_one_shard_never_stops_the_others(
     assert sweeper.sweep([0, 1, 2]).dispatched == 1
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({job.id: 1 for job in jobs.values()})
+
+
+def test_a_plain_sweep_still_writes_one_claim_per_job(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given 30 plain delayed jobs, and a sweeper whose DynamoDB writes are counted
+    for i in range(30):
+        _put(deps, clock, shard=i % 3, in_s=100 + i)
+    session = boto3.Session()
+    meter = WriteMeter(session)
+    metered = Dependencies(settings=deps.settings, clock=clock, session=session)
+    # When they are swept with no fault
+    assert metered.sweeper.sweep([0, 1, 2]).dispatched == 30
+    # Then each cost its claim and nothing more (the cursors are per shard, not per job)
+    assert meter.job_writes() == 30 and meter.requests["claim"] == 30
+    assert meter.requests["done"] == 0

@@ -50,6 +50,9 @@ _FLUSH_AT = SQS_BATCH * 10
 # at a time leaves a sweeper mostly waiting (BENCHMARKS.md, "CPU per job" and "Scale").
 # boto3 clients are thread-safe; each claim is still its own conditional write.
 CLAIM_CONCURRENCY = 16
+# A shard whose sends keep failing stops claiming after this many (SQS is struggling; the
+# next sweep goes on from there). It also bounds the done record's `not_sent` set (~40 KB).
+NOT_SENT_MAX = 1000
 _PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
 # A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
 SweptJob = DueRef | Job
@@ -153,7 +156,11 @@ class Sweeper:
                     shard_sweep.report.errors += 1
                     shard_sweep.report.failed_shards.append(shard)
                     report.add(shard_sweep.report)
-        self._finish_catch_ups(states, shards, remaining_ms, report)
+        try:
+            self._finish_catch_ups(states, shards, remaining_ms, report)
+        except Exception:
+            logger.exception("finishing a queue's catch-up failed")  # retried next sweep
+            report.errors += 1
         return report
 
     def _finish_catch_ups(
@@ -236,7 +243,7 @@ class _ShardSweep:
         # at the lowest job left, and the next sweep continues from there.
         order = sorted(range(len(refs)), key=lambda i: (_PRIORITY_RANK[refs[i].priority], i))
         for position, index in enumerate(order):
-            if self._short_of_time():
+            if self._short_of_time() or len(self._not_sent) >= NOT_SENT_MAX:
                 self._hold_at(min(refs[i].key.sk for i in order[position:]))
                 break
             self._consider(refs[index])
