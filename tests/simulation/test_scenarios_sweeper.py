@@ -261,3 +261,17 @@ def test_a_plain_sweep_still_writes_one_claim_per_job(
     # Then each cost its claim and nothing more (the cursors are per shard, not per job)
     assert meter.job_writes() == 30 and meter.requests["claim"] == 30
     assert meter.requests["done"] == 0
+
+
+def test_scenario_poison_a_shard_holding_only_a_malformed_item_moves_on(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    bad = _put(deps, clock, shard=2, in_s=300)
+    _put_raw(deps, bad, queue=None)
+    sweeper, _, _ = _sweeper(deps, clock)
+    assert sweeper.sweep([2]).poisoned == 1
+    assert _raw(deps, bad)["status"]["S"] == "dead"
+    # The cursor passed it: the next sweep does not even read it
+    clock.advance(seconds=60)
+    report = sweeper.sweep([2])
+    assert report.poisoned == 0 and report.errors == 0

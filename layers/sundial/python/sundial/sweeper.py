@@ -230,10 +230,12 @@ class _ShardSweep:
         self._frontier_sk = due_sk_bound(frontier, upper=True)
         self._expires_at_s = now // 1000 + self._retention_s
         refs: list[DueRef] = []
+        malformed = 0
         for ref in self._store.query_due_refs(
             self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
         ):
             if isinstance(ref, Malformed):
+                malformed += 1
                 self._poison_malformed(ref)
             else:
                 refs.append(ref)
@@ -251,7 +253,7 @@ class _ShardSweep:
                 self._flush()
         self._flush()
         next_cursor = self._hold or due_sk_bound(frontier + 1, upper=False)
-        if self.report.seen and next_cursor > self._cursor:
+        if (self.report.seen or malformed) and next_cursor > self._cursor:
             self._store.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
@@ -431,16 +433,14 @@ class _ShardSweep:
         """An item in the range that is not a valid job: dead if it may be pending, so no
         sweep meets it again; the cursor passes it (it can never be sent)."""
         logger.warning("malformed item %s: %s", ref.key, ref.reason)
-        self.report.poisoned += 1
-        if ref.key is None:
-            return
-        self._store.mark_poisoned(
+        if ref.key is None or self._store.mark_poisoned(
             ref.key,
             error_type="MalformedJob",
             reason=ref.reason,
             now_ms=self._clock.now_ms(),
             expires_at_s=self._expires_at_s,
-        )
+        ):
+            self.report.poisoned += 1
 
     def _sweep_done(self, token: str) -> frozenset[str] | None:
         """The ids sweep `token` did not send, if it has finished on this shard; else None."""
