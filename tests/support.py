@@ -149,12 +149,14 @@ class WriteMeter:
     records are per-shard costs, counted apart from the per-job writes; writes to a queue's
     state item are counted as "queue"."""
 
-    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
+    WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
     PER_SHARD = ("cursor", "shards", "done")
 
     def __init__(self, session: Any) -> None:
         self.requests: Counter[str] = Counter()
         self.reported_units = 0.0
+        # Entries of TransactWriteItems requests (each costs two write units, per DynamoDB)
+        self.transaction_items = 0
         session.events.register("provide-client-params.dynamodb.*", self._before)
         session.events.register("after-call.dynamodb.*", self._after)
 
@@ -162,7 +164,10 @@ class WriteMeter:
         return sum(n for kind, n in self.requests.items() if kind not in self.PER_SHARD)
 
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name == "BatchWriteItem":
+        if model.name == "TransactWriteItems":
+            self.requests["transaction"] += 1
+            self.transaction_items += len(params["TransactItems"])
+        elif model.name == "BatchWriteItem":
             self.requests["put"] += sum(len(v) for v in params["RequestItems"].values())
         elif model.name == "PutItem":
             done = params["Item"]["sk"]["S"].startswith("done#")

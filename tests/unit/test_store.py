@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
 from ulid import ULID
 
 from sundial.ids import JobKey, due_sk_bound
 from sundial.models import Job, Priority, Status
-from sundial.store import IdempotencyRecord, item_to_job, job_to_item
+from sundial.store import IdempotencyRecord, UnsafeWrite, item_to_job, job_to_item
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000
@@ -112,7 +113,10 @@ def test_cancel_of_a_missing_job_creates_nothing(deps: Dependencies) -> None:
 
 
 def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Dependencies) -> None:
-    jobs = [_job(due_ms=NOW + i * 1000, shard=5) for i in range(30)] + [_job(shard=6)]
+    # (written a day before they came due: a due-soon pending job nobody sends is refused)
+    day_before = NOW - 86_400_000
+    jobs = [_job(due_ms=NOW + i * 1000, shard=5, created_at_ms=day_before) for i in range(30)]
+    jobs += [_job(shard=6)]
     deps.store.put_new(jobs)
     found = list(
         deps.store.query_due(
@@ -141,3 +145,16 @@ def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
         store.remember_idempotency_key(queue="q", key="k", record=other, expires_at_s=1) == record
     )
     assert store.remember_idempotency_key(queue="r", key="k", record=other, expires_at_s=1) is None
+
+
+def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> None:
+    """THE CURSOR RULE (sundial.timing), enforced where every new job is written: a pending
+    job due within the direct window must be direct (its writer sends it)."""
+    unsent = _job(due_ms=NOW + 60_000)
+    with pytest.raises(UnsafeWrite):
+        deps.store.put_new([_job(), unsent])
+    with pytest.raises(UnsafeWrite):
+        deps.store.put_if_absent(unsent)
+    # Nothing of the refused batch was written
+    assert boto3.client("dynamodb").scan(TableName=deps.settings.table_name)["Count"] == 0
+    deps.store.put_new([_job(due_ms=NOW + 60_000, direct=True)])

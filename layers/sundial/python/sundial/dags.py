@@ -551,8 +551,7 @@ class DagService:
         # item written expires (a root due later is written only once all the others exist).
         self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
         roots = [node for node in nodes if node.status is not Status.BLOCKED]
-        self._store.put_new(roots)
-        if self._jobs.dispatch_direct([root for root in roots if root.direct]):
+        if self._jobs.dispatch_direct(self._jobs.write_new(roots, now)):
             raise Unavailable(f"DAG {key.dag_id}: a root could not be handed to SQS; retry")
         return DagView(key, nodes)
 

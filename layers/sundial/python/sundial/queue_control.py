@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sundial.clock import Clock
 from sundial.errors import QueueNotFound
 from sundial.ids import JobKey, due_sk_bound, shard_pk
-from sundial.models import Job
+from sundial.models import Job, Status
 from sundial.queue_state import QueueState, QueueStateStore
 from sundial.release import Releaser
 from sundial.store import JobStore
@@ -88,16 +88,24 @@ class CatchUp:
     def _release_held(self, queue: str, job_ids: Sequence[str]) -> int:
         now = self._clock.now_ms()
         owned: list[Job] = []
+        settled: list[str] = []  # nothing more to do for these: strike them off
         for job_id in job_ids:
-            # Whoever recorded it stopped there, even if it had made the job direct.
-            job = self._store.take_direct(
-                JobKey.from_job_id(job_id), now_ms=now, stale_before_ms=now + 1
+            # Held jobs are pending and not direct (QueueStateStore.hold_with). One that is
+            # direct was taken by another catch-up (an overlapping resume): left to it unless it
+            # has been abandoned that long, and kept on the list meanwhile in case it dies.
+            taken, job = self._store.take_direct(
+                JobKey.from_job_id(job_id), now_ms=now, stale_before_ms=now - CATCH_UP_STALE_MS
             )
-            if job is not None:
+            if taken and job is not None:
                 owned.append(job)
+            elif job is None or job.status is not Status.PENDING or not job.direct:
+                settled.append(job_id)  # gone, on its way, or a paused DAG's (its resume sends it)
         outcome = self._releaser.release(owned, owned=True, by="catch-up")
-        if not outcome.failed:
-            self._states.strike(queue, held=job_ids)
+        # Held again (the queue was paused again meanwhile) or refused by SQS: still owed.
+        owed = {job.id for job in [*outcome.failed, *outcome.held]}
+        settled += [job.id for job in owned if job.id not in owed]
+        if settled:
+            self._states.strike(queue, held=settled)
         return len(outcome.sent)
 
 

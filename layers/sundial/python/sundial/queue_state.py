@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
 
 from sundial.models import Job, Status
 from sundial.store import Item, item_to_job, query_items, write_if
@@ -27,6 +30,18 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
 
 QUEUES_PK = "queues"
+
+
+# DynamoDB allows 100 entries per transaction; one is the queue's own item.
+MAX_HOLD_BATCH = 99
+
+
+class Hold(StrEnum):
+    """How a QueueStateStore.hold_with transaction ended."""
+
+    HELD = "held"  # the jobs are written and recorded: the queue's catch-up sends them
+    NOT_PAUSED = "not_paused"  # nothing written: the queue is running, so the caller sends them
+    JOB_CHANGED = "job_changed"  # nothing written: a job's own condition failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +175,49 @@ class QueueStateStore:
             ExpressionAttributeValues={":true": {"BOOL": True}, ":id": {"SS": [job_id]}},
         )
         return held
+
+    def hold_with(self, queue: str, writes: list[Item], *, record: Collection[str] = ()) -> Hold:
+        """Write `writes` (job entries from sundial.store: a new job, a resume, a hand-back) in
+        one transaction that holds only while the queue is paused, recording the `record` job
+        ids in its `held` set. So a due-soon job of a paused queue is never left pending below
+        a cursor unseen: either the queue's resume (which flips `paused` first, then reads
+        `held` and its catch-up range) sees it, or the transaction fails and the caller, the
+        queue now running, sends the job itself (THE CURSOR RULE, sundial.timing).
+
+        A brand-new job needs no record: it is due no earlier than its submit, so inside the
+        range every catch-up reads (from the lowest cursor at the pause). A resumed job or a
+        handed-back one may be due long before that range, so it is recorded. At most
+        MAX_HOLD_BATCH writes."""
+        if len(writes) > MAX_HOLD_BATCH:
+            raise ValueError(f"at most {MAX_HOLD_BATCH} writes per hold, got {len(writes)}")
+        check: Item = {
+            "TableName": self._table,
+            "Key": self._key(queue),
+            "ConditionExpression": "paused = :true",
+            "ExpressionAttributeValues": {":true": {"BOOL": True}},
+        }
+        if record:
+            check["UpdateExpression"] = "ADD held :ids"
+            check["ExpressionAttributeValues"][":ids"] = {"SS": sorted(record)}
+        entry: Item = {"Update": check} if record else {"ConditionCheck": check}
+        writes = [*writes, entry]
+        try:
+            self._db.transact_write_items(
+                TransactItems=cast("Any", writes), ReturnConsumedCapacity="TOTAL"
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = cast(
+                "list[dict[str, Any]]", dict(error.response).get("CancellationReasons", [])
+            )
+            codes = [reason.get("Code") for reason in reasons]
+            if any(code == "ConditionalCheckFailed" for code in codes[:-1]):
+                return Hold.JOB_CHANGED
+            if codes and codes[-1] == "ConditionalCheckFailed":
+                return Hold.NOT_PAUSED
+            raise  # a conflict with another transaction, or throttling: the caller retries
+        return Hold.HELD
 
     def strike(
         self, queue: str, *, shards: Collection[int] = (), held: Collection[str] = ()

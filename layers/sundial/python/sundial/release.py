@@ -18,7 +18,7 @@ from sundial.chain import Action, OccurrenceChain
 from sundial.clock import Clock
 from sundial.direct import DirectSender
 from sundial.models import Job, Status
-from sundial.queue_state import QueueStateStore
+from sundial.queue_state import Hold, QueueStateStore
 from sundial.store import JobStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
@@ -59,9 +59,13 @@ class Releaser:
             job, is_owned = work.popleft()
             if job.due_ms > now + DIRECT_WINDOW_MS:
                 continue  # far enough ahead for the sweeper
-            if self._queue_paused(job.queue, paused) and self._queue_states.hold(job.queue, job.id):
-                result.held.append(job)
-                continue
+            if self._queue_paused(job.queue, paused):
+                hold = self._hold(job, owned=is_owned)
+                if hold is Hold.HELD:
+                    result.held.append(job)
+                    continue
+                if hold is Hold.JOB_CHANGED:
+                    continue  # no longer ours to send (cancelled meanwhile)
             taken = job if is_owned else self._take(job, now)
             if taken is None:
                 continue  # someone else has it (a sweeper claimed it, or it is not pending)
@@ -95,9 +99,19 @@ class Releaser:
         return self._queue_states.paused()
 
     def _take(self, job: Job, now: int) -> Job | None:
-        return self._store.take_direct(
+        taken, current = self._store.take_direct(
             job.key, now_ms=now, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )
+        return current if taken else None
+
+    def _hold(self, job: Job, *, owned: bool) -> Hold:
+        """Leave a job of a paused queue to its catch-up. One the caller owns (direct) is handed
+        back in the same transaction that records it, so the catch-up may take it at once."""
+        if not owned:
+            held = self._queue_states.hold(job.queue, job.id)
+            return Hold.HELD if held else Hold.NOT_PAUSED
+        write = self._store.hand_back_write(job.key)
+        return self._queue_states.hold_with(job.queue, [write], record=[job.id])
 
     def _queue_paused(self, queue: str, cache: dict[str, bool]) -> bool:
         if queue not in cache:

@@ -14,7 +14,7 @@ from sundial.direct import DirectSender
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
 from sundial.ids import JobKey
 from sundial.models import Job, Status
-from sundial.queue_state import QueueStateStore
+from sundial.queue_state import MAX_HOLD_BATCH, Hold, QueueStateStore
 from sundial.retry import QueueRetryDefaults
 from sundial.sender import Outgoing, QueueSender
 from sundial.store import IdempotencyRecord, JobStore
@@ -96,8 +96,7 @@ class JobService:
                 fresh.append(job)
             else:
                 results[index] = self._repeat_or_error(request, earlier)
-        self._store.put_new(fresh)
-        failed = {job.id for job in self.dispatch_direct([j for j in fresh if j.direct])}
+        failed = {job.id for job in self.dispatch_direct(self.write_new(fresh, now))}
         for index, job in enumerate(jobs):
             if results[index] is None:
                 results[index] = (
@@ -106,6 +105,39 @@ class JobService:
                     else Submitted(job, created=True)
                 )
         return [r for r in results if r is not None]
+
+    def write_new(self, jobs: Sequence[Job], now: int) -> list[Job]:
+        """Write new jobs so that none is left pending below a sweep cursor with nobody to send
+        it (THE CURSOR RULE, sundial.timing). Returns the direct ones: the caller sends them.
+
+        A due-soon job of a paused queue (built with `held`: not direct) is written in one
+        transaction that holds only while the queue is paused (its resume's catch-up then
+        finds it). If the queue was resumed since it was read, the job is made direct instead and
+        the caller sends it. Every other job goes through JobStore.put_new, which refuses a
+        due-soon job that is not direct."""
+        waiting: dict[str, list[Job]] = {}
+        for job in jobs:
+            if (
+                job.status is Status.PENDING
+                and not job.direct
+                and job.due_ms <= now + DIRECT_WINDOW_MS
+            ):
+                waiting.setdefault(job.queue, []).append(job)
+        for queue, held in sorted(waiting.items()):
+            assert self._queue_states is not None  # only a paused queue's jobs are built held
+            for start in range(0, len(held), MAX_HOLD_BATCH):
+                chunk = held[start : start + MAX_HOLD_BATCH]
+                writes = [self._store.new_job_write(job) for job in chunk]
+                hold = self._queue_states.hold_with(queue, writes)
+                if hold is Hold.JOB_CHANGED:  # a fresh ULID already taken: never expected
+                    raise Unavailable("a job id collided; retry the submit")
+                if hold is Hold.NOT_PAUSED:
+                    for job in chunk:  # resumed meanwhile: send them here, as for any queue
+                        job.direct = True
+                        job.expires_at_s = job.due_ms // 1000 + self._retention_s
+        held_ids = {job.id for held in waiting.values() for job in held if not job.direct}
+        self._store.put_new([job for job in jobs if job.id not in held_ids])
+        return [job for job in jobs if job.direct]
 
     def check(self, request: SubmitJob, now: int, prefix: str) -> None:
         if request.queue not in self._queues:
@@ -259,32 +291,36 @@ class JobService:
     def resume(self, job_id: str) -> Job:
         """paused -> pending. A job due within the direct window (or overdue) is sent now, by
         the path submit uses: the sweeper's cursor may already have passed its due time, and
-        no sweep goes back. A later job waits for the sweeper, ahead of every cursor."""
+        no sweep goes back. A later job waits for the sweeper, ahead of every cursor. On a
+        paused queue a due-soon job is made pending and recorded for the queue's catch-up in
+        one transaction. Resuming again is harmless: a job already waiting answers as the
+        first resume did."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
         due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
         current = self._store.get(key) if due_soon and self._queue_states else None
-        held = current is not None and bool(self.paused_queues({current.queue}))
+        paused = current is not None and current.status is Status.PAUSED
+        if current is not None and paused and self.paused_queues({current.queue}):
+            assert self._queue_states is not None
+            write = self._store.resume_write(key, now_ms=now)
+            hold = self._queue_states.hold_with(current.queue, [write], record=[current.id])
+            if hold is Hold.HELD:
+                current.status, current.paused_at_ms = Status.PENDING, None
+                return current
+            # The queue was resumed meanwhile (resume it as on a running queue), or the job
+            # changed (answered below from its state).
         resumed, job = self._store.resume(
-            key, now_ms=now, direct=due_soon and not held, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+            key, now_ms=now, direct=due_soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )
         if job is None:
             raise JobNotFound(job_id)
         if not resumed:
+            if job.status is Status.PENDING and not job.direct:
+                return job  # already resumed (a retried request): nothing more to do
             reason = f"job is {job.status}; only paused jobs can be resumed"
             if job.status is Status.PENDING and job.direct:
                 reason = "job is being resumed; retry shortly"
             raise Conflict(reason, status=job.status)
-        if held:
-            # Its queue is paused: record it for the queue's catch-up, which sends it. If the
-            # queue was resumed meanwhile, send it here after all (unless its catch-up has).
-            assert self._queue_states is not None
-            taken = None
-            if not self._queue_states.hold(job.queue, job.id):
-                taken = self._store.take_direct(job.key, now_ms=now, stale_before_ms=now)
-            if taken is None:
-                return job
-            job = taken
         if due_soon and self.dispatch_direct([job], by="resume"):
             raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
         return job

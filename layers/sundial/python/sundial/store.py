@@ -35,6 +35,7 @@ from sundial.models import (
     Status,
 )
 from sundial.retry import RetryPolicy
+from sundial.timing import DIRECT_WINDOW_MS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -55,6 +56,21 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
+
+
+class UnsafeWrite(RuntimeError):
+    """A write that would leave a due-soon pending job that nobody owns: a sweep may already
+    have passed its due time, so nothing would ever send it (THE CURSOR RULE, sundial.timing).
+    Raised before anything is written; it is a bug in the calling path, never a user error."""
+
+
+def check_owned(job: Job) -> None:
+    """Refuse a new pending job due within the direct window unless it is `direct` (its
+    writer sends it). A paused queue's due-soon job is written with its queue's `held` record
+    in one transaction instead (QueueStateStore.hold_with), never through here."""
+    due_soon = job.due_ms <= job.created_at_ms + DIRECT_WINDOW_MS
+    if job.status is Status.PENDING and due_soon and not job.direct:
+        raise UnsafeWrite(f"job {job.id} is due within the direct window but nobody sends it")
 
 
 def job_to_item(job: Job) -> Item:
@@ -376,7 +392,10 @@ class JobStore:
     # -- jobs -------------------------------------------------------------------------------
 
     def put_new(self, jobs: Sequence[Job]) -> None:
-        """Write brand-new jobs (fresh ULIDs, so no condition is needed), 25 per request."""
+        """Write brand-new jobs (fresh ULIDs, so no condition is needed), 25 per request.
+        Raises UnsafeWrite, before writing anything, for a due-soon job nobody sends."""
+        for job in jobs:
+            check_owned(job)
         for start in range(0, len(jobs), 25):
             requests: list[Any] = [
                 {"PutRequest": {"Item": job_to_item(job)}} for job in jobs[start : start + 25]
@@ -392,7 +411,9 @@ class JobStore:
                 raise Unavailable(f"DynamoDB left {len(requests)} job writes unprocessed")
 
     def put_if_absent(self, job: Job) -> bool:
-        """Write a job unless an item already has its key. True if this call created it."""
+        """Write a job unless an item already has its key. True if this call created it.
+        Raises UnsafeWrite for a due-soon job nobody sends."""
+        check_owned(job)
         written, _ = self._write_if(
             "put", Item=job_to_item(job), ConditionExpression="attribute_not_exists(pk)"
         )
@@ -578,11 +599,14 @@ class JobStore:
         )
         return held
 
-    def take_direct(self, key: JobKey, *, now_ms: int, stale_before_ms: int) -> Job | None:
+    def take_direct(
+        self, key: JobKey, *, now_ms: int, stale_before_ms: int
+    ) -> tuple[bool, Job | None]:
         """Make a pending job this caller's to send (direct), so no sweeper claims it: for jobs
         the cursor may have passed. A job another caller took and abandoned (marked before
-        `stale_before_ms`, never sent) may be taken again. Returns the job as written, or None
-        if it was not pending, someone else holds it, or its DAG is paused."""
+        `stale_before_ms`, never sent) may be taken again. Returns (taken, the job as written
+        or, if not taken, as it is: not pending, someone else holds it, or its DAG is paused;
+        None if there is no such job)."""
         taken, item = self._write_if(
             "update",
             Key=_key(key),
@@ -601,7 +625,53 @@ class JobStore:
             },
             ReturnValues="ALL_NEW",
         )
-        return item_to_job(item) if taken and item else None
+        return taken, item_to_job(item) if item else None
+
+    # -- writes that go into a queue's hold transaction (QueueStateStore.hold_with) ----------
+
+    def new_job_write(self, job: Job) -> Item:
+        """A brand-new job, as one TransactWriteItems entry."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": job_to_item(job),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def resume_write(self, key: JobKey, *, now_ms: int) -> Item:
+        """paused -> pending, not direct (its queue's catch-up sends it), as one entry."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key(key),
+                "UpdateExpression": "SET #status = :pending, resumed_at = :now REMOVE paused_at",
+                "ConditionExpression": "#status = :paused",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":pending": _s(Status.PENDING),
+                    ":paused": _s(Status.PAUSED),
+                    ":now": _n(now_ms),
+                },
+            }
+        }
+
+    def hand_back_write(self, key: JobKey) -> Item:
+        """A direct job its caller will not send after all (its queue is paused): no longer
+        direct, so the queue's catch-up may take it at once, as one entry."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key(key),
+                "UpdateExpression": "REMOVE direct, resumed_at",
+                "ConditionExpression": "#status = :pending AND direct = :true",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":pending": _s(Status.PENDING),
+                    ":true": {"BOOL": True},
+                },
+            }
+        }
 
     def put_or_existing(self, job: Job) -> tuple[bool, Job]:
         """Write a job unless its key exists. Returns (created, the job as stored): a failed
