@@ -33,6 +33,7 @@ class Harness:
         self.sent = SentMessages(self.session)  # as the meter: before any client is made
         dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
         self.sqs = sqs
+        self.dynamodb = dynamodb  # the consumer's own client: a test may hook its calls
         store = JobStore(dynamodb, deps.settings.table_name)
         # Wired as the sweeper Lambda is (schedules, queue pauses), on the metered session.
         wired = Dependencies(settings=deps.settings, clock=clock, session=self.session)

@@ -165,10 +165,10 @@ def test_write_units_per_dag_node(deps: Dependencies, clock: ManualClock) -> Non
     total = runner.harness.meter.job_writes()
     print(f"\ndaily_report: {dict(writes)} = {total} writes for 5 nodes ({total / 5:.1f} per node)")
     # 5 puts; claim of the root + release of the 4 others ("claim": they set a claim token);
-    # 5 successes + notify's two parent counts ("other"). One-parent nodes are counted and
-    # released in one write, so they cost what an ordinary job costs: 3.
-    assert writes == Counter({"put": 5, "claim": 5, "other": 7})
-    assert total == 17
+    # 5 attempts taken (running), 5 successes + notify's two parent counts ("other"). One-parent
+    # nodes are counted and released in one write, so they cost what an ordinary job costs: 4.
+    assert writes == Counter({"put": 5, "claim": 5, "other": 12})
+    assert total == 22
     # And every node stays under 1 KB (items only grow here), so each write is one unit
     sizes = [item_size(job_to_item(node)) for node in runner.get(view).nodes]
     print(f"node item sizes: {sizes} bytes")
@@ -227,17 +227,18 @@ def test_a_50_parent_fan_in_is_released_exactly_once_when_all_finish_at_once(
     assert runner.ran.count("join") == 1
     assert runner.get(view).status is DagStatus.SUCCEEDED
     total = runner.harness.meter.job_writes()
-    # Write units: each root's 3 writes are on an item under 1 KB; the join's 53 (put, 50
-    # counts, release, success) are on an item that grows with its parent list and count set
+    # Write units: each root's 4 writes are on an item under 1 KB; the join's 54 (put, 50
+    # counts, release, running, success) are on an item that grows with its parent list and
+    # count set
     stored = runner.get(view).nodes
     root_kb = max(-(-item_size(job_to_item(n)) // 1024) for n in stored[:50])
     join_size = item_size(job_to_item(stored[50]))
-    units = 50 * 3 * root_kb + 53 * -(-join_size // 1024)
+    units = 50 * 4 * root_kb + 54 * -(-join_size // 1024)
     print(
         f"\n50-parent fan-in: {total} writes for 51 nodes ({total / 51:.2f} per node);"
         f" join item {join_size} bytes, so at most {units} write units ({units / 51:.2f} per node)"
     )
-    assert total == 50 * 3 + 53
+    assert total == 50 * 4 + 54
     assert units == total  # the join stays under 1 KB: one unit per write
 
 
@@ -480,7 +481,7 @@ def test_delete_cancels_every_unfinished_node_and_a_running_one_releases_nothing
         return "done"
 
     # A consumer that records `running`, so a node being run is not cancellable
-    runner = DagRunner(deps, clock, {"transform": cancel_while_running}, track_running=True)
+    runner = DagRunner(deps, clock, {"transform": cancel_while_running})
     view = runner.submit(DAILY_REPORT)
     cancel_now.append(view.id)
     runner.run_until_idle()

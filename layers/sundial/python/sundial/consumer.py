@@ -12,7 +12,11 @@ For each SQS record (Powertools batch processing, partial batch responses):
    it to the DLQ after maxReceiveCount;
 2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, or if this
    delivery is for an attempt that is no longer due (a duplicate);
-3. optionally mark it `running` (track_running=True: one more write per attempt);
+3. take the attempt: one conditional write `queued -> running` for this attempt. It fails if
+   the job was cancelled after the read, and then the function is not called: so a cancel
+   that answered 200 `cancelled` means the effect never runs, and a cancel that comes after
+   this write answers 409 (the attempt has started). A redelivery of a `running` attempt
+   (its runner stopped renewing the message's visibility: it died) takes it over;
 4. call the function;
 5. end the attempt with one conditional write: `succeeded` with the result, or on an exception
    `failed` with the error and the retry scheduled (SQS DelaySeconds up to 15 minutes, a
@@ -121,7 +125,6 @@ class JobConsumer:
         function: JobFunction,
         *,
         non_retryable: tuple[type[BaseException], ...] = (),
-        track_running: bool = False,
         visibility_timeout_s: int | None = 120,
         deps: Callable[[], LifecycleDeps] | None = None,
     ) -> None:
@@ -131,7 +134,6 @@ class JobConsumer:
         self._visibility_s = visibility_timeout_s
         self.current_heartbeat: Heartbeat | None = None
         self._non_retryable: tuple[type[BaseException], ...] = (NonRetryableError, *non_retryable)
-        self._track_running = track_running
         self._deps_factory = deps or default_lifecycle_deps
         self._attempts: Attempts | None = None
 
@@ -160,14 +162,15 @@ class JobConsumer:
         if job is None:
             logger.warning("job not found: expired or never accepted", extra={"id": envelope.id})
             return
-        if not self.attempts.admit(job, attempt):
+        # A message SQS delivered before came back because its runner stopped renewing it.
+        # (Lambda's event always carries the count; a hand-made record may not.)
+        receive_count = record.raw_event.get("attributes", {}).get("ApproximateReceiveCount", "1")
+        redelivered = int(receive_count) > 1
+        if not self.attempts.admit(job, attempt, redelivered=redelivered):
             return
-        if self._track_running:
-            started = self.attempts.start(job, attempt)
-            if started is None:
-                return
-        else:
-            started = self.deps.clock.now_ms()
+        started = self.attempts.start(job, attempt)
+        if started is None:
+            return  # cancelled since the read, or another runner took the attempt
         try:
             result = self._run_with_heartbeat(envelope, record.receipt_handle)
         except Exception as error:  # every failure of the job is recorded
@@ -196,7 +199,6 @@ class JobConsumer:
 def consumer(
     *,
     non_retryable: tuple[type[BaseException], ...] = (),
-    track_running: bool = False,
     visibility_timeout_s: int | None = 120,
 ) -> Callable[[JobFunction], Callable[[dict[str, Any], Any], dict[str, Any]]]:
     """Decorator: turns `def f(job: Envelope) -> JSON` into an SQS-triggered Lambda handler."""
@@ -205,7 +207,6 @@ def consumer(
         job_consumer = JobConsumer(
             function,
             non_retryable=non_retryable,
-            track_running=track_running,
             visibility_timeout_s=visibility_timeout_s,
         )
         return job_consumer.lambda_handler

@@ -326,8 +326,10 @@ class JobService:
         return job
 
     def cancel(self, job_id: str) -> Status:
-        """Cancel a pending, queued, failed or blocked job. A queued job's message may still
-        reach its consumer, whose status check skips it. Cancelling twice is harmless."""
+        """Cancel a pending, queued, failed, blocked or paused job. A queued job's message may
+        still reach its consumer, whose attempt-taking write then fails, so the function never
+        runs: a 200 `cancelled` means the effect never happens. A running job is a 409 (its
+        attempt has started). Cancelling twice is harmless."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
         _, current = self._store.cancel(
@@ -339,8 +341,13 @@ class JobService:
             if self._on_cancelled is not None:
                 self._on_cancelled(current)  # again on a repeat: it may not have finished
             return Status.CANCELLED
+        if current.status is Status.RUNNING:
+            raise Conflict(
+                "job is running: its attempt has started, so cancelling can no longer stop it",
+                status=current.status,
+            )
         raise Conflict(
-            f"job is {current.status}; only pending, queued, failed or blocked jobs can be"
-            " cancelled",
+            f"job is {current.status}; only pending, queued, failed, blocked or paused jobs can"
+            " be cancelled",
             status=current.status,
         )
