@@ -3,6 +3,7 @@ cancel is replayed at each of the consumer's AWS calls, with the SDK's defaults.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -10,9 +11,12 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.envelope import Envelope
 from sundial.errors import Conflict
+from sundial.leases import AckRequest, LeaseRequest
 from sundial.models import Status
 from sundial.wiring import Dependencies
 from tests.harness import Harness, delayed_job
+from tests.support import DAILY_REPORT, FakeLambdaContext, sqs_event
+from tests.unit.test_dags import DagRunner
 
 
 def _cancel(deps: Dependencies, job_id: str) -> str:
@@ -65,3 +69,42 @@ def test_scenario_03_a_cancel_while_the_function_runs_answers_409(
     harness.poll()
     assert answers == ["409 running"]
     assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_extra_redelivered_dag_parent_does_not_run_children_twice(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """SQS delivers the DAG's root again after it succeeded (at-least-once). Its repeat may
+    send a still-queued child again (it cannot tell a send that was lost from one that was
+    not), but no child's function runs twice: the attempt-taking write lets one delivery in."""
+    runner = DagRunner(deps, clock)
+    runner.submit(DAILY_REPORT)
+    url = deps.settings.queue_urls["default"]
+    [message] = runner.harness.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=1, AttributeNames=["All"]
+    )["Messages"]
+    event = sqs_event([message], "arn:aws:sqs:us-east-1:123456789012:default")
+    for _ in range(2):  # the same delivery twice: the root succeeds, then its duplicate arrives
+        assert runner.harness.consumer.lambda_handler(event, FakeLambdaContext()) == {
+            "batchItemFailures": []
+        }
+    runner.harness.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    runner.run_until_idle()
+    assert Counter(runner.ran) == Counter(list(DAILY_REPORT["nodes"]))
+
+
+def test_extra_retried_worker_ack_does_not_run_children_twice(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """A worker's ack whose response was lost is sent again: the repeat changes nothing that
+    would run a child twice."""
+    runner = DagRunner(deps, clock)
+    runner.submit(DAILY_REPORT)
+    [leased] = deps.leases.lease("default", LeaseRequest(wait=0, max=1))
+    assert leased.envelope.dag is not None and leased.envelope.dag.node == "extract"
+    ack = AckRequest(lease=leased.lease.token(), result={"rows": 1})
+    deps.leases.ack(leased.envelope.id, ack)
+    with pytest.raises(Conflict):
+        deps.leases.ack(leased.envelope.id, ack)  # the retry: the lease's attempt is over
+    runner.run_until_idle()
+    assert Counter(runner.ran) == Counter(n for n in DAILY_REPORT["nodes"] if n != "extract")
