@@ -45,7 +45,8 @@ def _put(
         payload_json="{}",
         priority=Priority.NORMAL,
         max_attempts=3,
-        created_at_ms=now,
+        # Submitted long ago (a due-soon job written now would have to be direct)
+        created_at_ms=now - 86_400_000,
     )
     deps.store.put_new([job])
     return job

@@ -24,7 +24,7 @@ from typing import Protocol
 from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.models import Job, Status
-from sundial.schedule_store import ScheduleStore
+from sundial.schedule_store import Parked, ScheduleStore
 from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.store import JobStore
 
@@ -109,6 +109,23 @@ class OccurrenceChain:
         else:
             action = Action.FIRE if run.outcome is RunOutcome.FIRED else Action.SKIP
         return Advance(action, successor, created)
+
+    def decide(self, occurrence: Occurrence, *, now_ms: int) -> Advance:
+        """`advance`, parking the occurrence itself when its schedule is paused. The park holds
+        only while the schedule is still paused; if a resume landed in between, decide again
+        (so it fires). Returns the action the caller still has to carry out: FIRE, SKIP or DROP
+        (PARK means: parked, nothing more to do; NONE: the occurrence had moved on)."""
+        assert occurrence.schedule_id is not None
+        while True:
+            advance = self.advance(occurrence, now_ms=now_ms)
+            if advance.action is not Action.PARK:
+                return advance
+            write = self._store.park_write(occurrence.key, now_ms=now_ms)
+            parked = self._schedules.park(occurrence.schedule_id, write)
+            if parked is Parked.PARKED:
+                return advance
+            if parked is Parked.GONE:
+                return Advance(Action.NONE)
 
     def _decide(self, schedule: Schedule, occurrence: Occurrence, now_ms: int) -> RunRecord:
         missed = now_ms - occurrence.due_ms > MISFIRE_GRACE_MS

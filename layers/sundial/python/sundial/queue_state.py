@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, cast
-
-from botocore.exceptions import ClientError
+from typing import TYPE_CHECKING, Any
 
 from sundial.models import Job, Status
-from sundial.store import Item, item_to_job, query_items, write_if
+from sundial.store import Item, item_to_job, query_items, transact, write_if
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -201,22 +199,11 @@ class QueueStateStore:
             check["ExpressionAttributeValues"][":ids"] = {"SS": sorted(record)}
         entry: Item = {"Update": check} if record else {"ConditionCheck": check}
         writes = [*writes, entry]
-        try:
-            self._db.transact_write_items(
-                TransactItems=cast("Any", writes), ReturnConsumedCapacity="TOTAL"
-            )
-        except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-            reasons = cast(
-                "list[dict[str, Any]]", dict(error.response).get("CancellationReasons", [])
-            )
-            codes = [reason.get("Code") for reason in reasons]
-            if any(code == "ConditionalCheckFailed" for code in codes[:-1]):
-                return Hold.JOB_CHANGED
-            if codes and codes[-1] == "ConditionalCheckFailed":
-                return Hold.NOT_PAUSED
-            raise  # a conflict with another transaction, or throttling: the caller retries
+        failed = transact(self._db, writes)
+        if any(index < len(writes) - 1 for index in failed):
+            return Hold.JOB_CHANGED
+        if failed:
+            return Hold.NOT_PAUSED
         return Hold.HELD
 
     def strike(

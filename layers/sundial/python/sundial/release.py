@@ -72,11 +72,10 @@ class Releaser:
             if taken.schedule_id is None or taken.chained:
                 to_send.append(taken)
                 continue
-            advance = self._chain.advance(taken, now_ms=now)
+            advance = self._chain.decide(taken, now_ms=now)  # parks it if its schedule is paused
             if advance.action is Action.FIRE:
                 to_send.append(taken)
             elif advance.action is Action.PARK:
-                self._store.hold(taken.key, now_ms=now)
                 result.skipped += 1
             elif advance.action in (Action.SKIP, Action.DROP):
                 self._store.cancel(

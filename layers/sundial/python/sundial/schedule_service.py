@@ -16,13 +16,13 @@ import random
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
-from sundial.chain import MISFIRE_GRACE_MS
+from sundial.chain import MISFIRE_GRACE_MS, OccurrenceChain
 from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound, Unavailable
 from sundial.ids import JobKey
 from sundial.models import Job, Status
 from sundial.release import Releaser
-from sundial.schedule_store import ScheduleStore
+from sundial.schedule_store import Parked, ScheduleStore
 from sundial.schedules import (
     CreateSchedule,
     Misfire,
@@ -65,6 +65,7 @@ class ScheduleService:
         schedules: ScheduleStore,
         store: JobStore,
         releaser: Releaser,
+        chain: OccurrenceChain,
         clock: Clock,
         queues: Collection[str],
         default_attempts: Mapping[str, int],
@@ -75,6 +76,7 @@ class ScheduleService:
         self._schedules = schedules
         self._store = store
         self._releaser = releaser
+        self._chain = chain
         self._clock = clock
         self._queues = frozenset(queues)
         self._default_attempts = dict(default_attempts)
@@ -119,13 +121,21 @@ class ScheduleService:
             field = "end_at" if request.end_at is not None else "cron"
             raise InvalidInput(field, "the schedule has no occurrence from now on")
         schedule.first_at_ms = first
-        # The first occurrence before the schedule: a schedule never exists without its chain.
-        # (An occurrence whose schedule is missing is dropped when it comes up.)
-        self._store.put_or_existing(self._occurrence(schedule, first, now))
-        earlier = self._schedules.put_new(schedule)
+        # The schedule and its first occurrence in one transaction: a sweep never finds the
+        # occurrence without its schedule (it would drop it), and a crash never leaves a
+        # schedule without its chain. A first occurrence due within the direct window is this
+        # call's to send (direct: no sweeper claims it; the cursor may have passed it).
+        head = self._occurrence(schedule, first, now)
+        head.direct = head.due_ms <= now + DIRECT_WINDOW_MS
+        earlier = self._schedules.create(schedule, self._store.new_job_write(head))
         if earlier is not None:
             return self._repeat(earlier, request, now)  # a racing repeat wrote it first
-        self._release_head(schedule)
+        if head.direct:
+            released = self._releaser.release([head], owned=True, by="schedule")
+            if released.failed:
+                raise Unavailable(
+                    f"schedule {schedule.id}: its occurrence could not be sent; retry"
+                )
         return CreatedSchedule(schedule, created=True)
 
     def _repeat(self, earlier: Schedule, request: CreateSchedule, now: int) -> CreatedSchedule:
@@ -148,11 +158,12 @@ class ScheduleService:
             return
         if head.due_ms > now + DIRECT_WINDOW_MS:
             return  # ahead of every sweep cursor: the sweeper takes it
-        released = self._releaser.release([head], owned=False, by="schedule")
+        if head.direct and now - head.created_at_ms < SUBMIT_IN_FLIGHT_MS:
+            raise Conflict("a request for this schedule is in progress; retry shortly")
+        # A direct head is the creator's, which died before sending it: this repeat sends it.
+        released = self._releaser.release([head], owned=head.direct, by="schedule")
         if released.failed:
             raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent; retry")
-        if not (released.sent or released.held or released.skipped) and head.direct:
-            raise Conflict("a request for this schedule is in progress; retry shortly")
 
     # -- read -------------------------------------------------------------------------------
 
@@ -220,15 +231,24 @@ class ScheduleService:
         # Occurrences already sent for a time still ahead: hold them (the consumer skips a
         # paused job). Then the one waiting in the table, which a sweeper may be advancing
         # from right now: holding it makes that sweeper's claim fail.
-        for record, job in self._recent(schedule):
-            if record.at_ms <= now:
-                break
-            if job is not None:
-                self._store.hold(job.key, now_ms=now)
+        # Each hold is conditional on the schedule still being paused (ScheduleStore.park): a
+        # resume that overtakes this pause must not find its occurrences parked after it.
+        ahead = [job for record, job in self._recent_ahead(schedule, now) if job is not None]
         head = self._head(schedule)
         if head is not None and head.status is Status.PENDING:
-            self._store.hold(head.key, now_ms=now)
+            ahead.append(head)
+        for job in ahead:
+            parked = self._schedules.park(schedule.id, self._store.park_write(job.key, now_ms=now))
+            if parked is Parked.NOT_PAUSED:
+                raise Conflict("schedule was resumed while this pause ran; retry", status=None)
         return schedule
+
+    def _recent_ahead(self, schedule: Schedule, now: int) -> Iterator[tuple[RunRecord, Job | None]]:
+        """Runs for a time still ahead of `now` (occurrences already sent early), newest first."""
+        for record, job in self._recent(schedule):
+            if record.at_ms <= now:
+                return
+            yield record, job
 
     def resume(self, schedule_id: str) -> Schedule:
         schedule = self._live(schedule_id)
@@ -283,6 +303,20 @@ class ScheduleService:
         released = self._releaser.release(owned, owned=True, by="schedule")
         if released.failed:
             raise Unavailable(f"schedule {schedule.id}: occurrences could not be sent; retry")
+        self._repair_head(schedule, now)
+
+    def _repair_head(self, schedule: Schedule, now: int) -> None:
+        """The waiting occurrence a paused schedule leaves behind may need moving on: one that
+        was cancelled while parked (skipping one run) sits where no sweep will come again, so
+        advance the schedule from it here, as a sweep would have (idempotent, sundial.chain).
+        A pending one due within the window (a resume that died after advancing) is sent."""
+        head = self._head(schedule)
+        if head is not None and head.status is Status.CANCELLED and not head.chained:
+            head = self._chain.advance(head, now_ms=now).successor
+        if head is not None and head.status is Status.PENDING:
+            released = self._releaser.release([head], owned=False, by="schedule")
+            if released.failed:
+                raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent")
 
     def _resume(self, key: JobKey, now: int, *, direct: bool) -> Job | None:
         resumed, job = self._store.resume(

@@ -9,6 +9,7 @@ Item kinds:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sundial.errors import Unavailable
@@ -16,7 +17,7 @@ from sundial.ids import SK_DIGITS, JobKey
 from sundial.models import Job, Priority
 from sundial.retry import RetryPolicy
 from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
-from sundial.store import Item, item_to_job, write_if
+from sundial.store import Item, item_to_job, transact, write_if
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -125,6 +126,14 @@ def _item_to_run(item: Item) -> RunRecord:
     )
 
 
+class Parked(StrEnum):
+    """How parking a paused schedule's occurrence ended (ScheduleStore.park)."""
+
+    PARKED = "parked"
+    NOT_PAUSED = "not_paused"  # the schedule was resumed meanwhile: nothing written
+    GONE = "gone"  # the occurrence is no longer pending: nothing written
+
+
 class ScheduleStore:
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._db = client
@@ -148,6 +157,49 @@ class ScheduleStore:
         if not old:
             raise Unavailable("schedule changed concurrently; retry")
         return item_to_schedule(old)
+
+    def create(self, schedule: Schedule, first_occurrence: Item) -> Schedule | None:
+        """Write a new schedule and its first occurrence (a JobStore.new_job_write entry) in one
+        transaction, so no sweep ever finds one without the other and no crash leaves a
+        schedule without its chain. Returns None, or the existing schedule if the id is taken
+        (an idempotent repeat)."""
+        if not transact(self._db, [self.new_schedule_write(schedule), first_occurrence]):
+            return None
+        existing = self.get(schedule.id)
+        if existing is None:
+            raise Unavailable("schedule changed concurrently; retry")
+        return existing
+
+    def park(self, schedule_id: str, occurrence_write: Item) -> Parked:
+        """Pause an occurrence of a paused schedule (a JobStore.park_write entry), only while
+        the schedule is still paused: a resume that lands first makes this fail, and the caller
+        decides again (so a resumed schedule never keeps a parked occurrence)."""
+        failed = transact(self._db, [self.paused_check(schedule_id), occurrence_write])
+        if not failed:
+            return Parked.PARKED
+        return Parked.NOT_PAUSED if 0 in failed else Parked.GONE
+
+    def new_schedule_write(self, schedule: Schedule) -> Item:
+        """A new schedule, as one TransactWriteItems entry (created with its first occurrence)."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": schedule_to_item(schedule),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def paused_check(self, schedule_id: str) -> Item:
+        """A TransactWriteItems entry that holds only while the schedule is paused."""
+        return {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key(schedule_id),
+                "ConditionExpression": "#state = :paused",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {":paused": _s(str(ScheduleState.PAUSED))},
+            }
+        }
 
     def get(self, schedule_id: str) -> Schedule | None:
         response = self._db.get_item(

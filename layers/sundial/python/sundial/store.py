@@ -299,6 +299,25 @@ def write_if(
     return True, cast("Item | None", dict(response).get("Attributes"))
 
 
+def transact(db: DynamoDBClient, writes: Sequence[Item]) -> list[int]:
+    """TransactWriteItems: all of `writes` or none. Returns the indexes of the entries whose
+    condition failed ([] when everything was written). Any other cancellation (a conflicting
+    transaction, throttling) is raised: the caller's request fails and is retried whole."""
+    try:
+        db.transact_write_items(
+            TransactItems=cast("Any", list(writes)), ReturnConsumedCapacity="TOTAL"
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            raise
+        reasons = cast("list[Item]", dict(error.response).get("CancellationReasons", []))
+        failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+        if not failed:
+            raise
+        return failed
+    return []
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimOutcome:
     won: bool
@@ -651,6 +670,27 @@ class JobStore:
                 "ExpressionAttributeValues": {
                     ":pending": _s(Status.PENDING),
                     ":paused": _s(Status.PAUSED),
+                    ":now": _n(now_ms),
+                },
+            }
+        }
+
+    def park_write(self, key: JobKey, *, now_ms: int) -> Item:
+        """A paused schedule's occurrence, pending or queued with its first attempt not yet
+        run -> paused (and no longer direct), as one entry (ScheduleStore.park). A queued one's
+        message still arrives; the consumer's fence skips a paused job."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": _key(key),
+                "UpdateExpression": "SET #status = :paused, paused_at = :now REMOVE direct",
+                "ConditionExpression": "#status IN (:pending, :queued) AND attempts = :zero",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":paused": _s(Status.PAUSED),
+                    ":pending": _s(Status.PENDING),
+                    ":queued": _s(Status.QUEUED),
+                    ":zero": _n(0),
                     ":now": _n(now_ms),
                 },
             }

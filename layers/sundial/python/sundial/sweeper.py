@@ -309,11 +309,9 @@ class _ShardSweep:
     def _occurrence(self, job: SweptJob, now: int) -> None:
         """Advance the schedule (sundial.chain) before dispatching its occurrence."""
         assert self._chain is not None
-        advance = self._chain.advance(job, now_ms=now)
+        advance = self._chain.decide(job, now_ms=now)  # parks it if its schedule is paused
         if advance.action is Action.FIRE:
             self._claim(job, now, from_token=None, chained=True)
-        elif advance.action is Action.PARK:
-            self._store.pause(job.key, now_ms=now, occurrence=True)
         elif advance.action in (Action.SKIP, Action.DROP):
             self._store.cancel(
                 job.key,

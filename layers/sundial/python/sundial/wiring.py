@@ -223,6 +223,7 @@ class Dependencies:
             schedules=self.schedule_store,
             store=self.store,
             releaser=self.releaser,
+            chain=self.chain,
             clock=self.clock,
             queues=self.settings.queue_urls.keys(),
             default_attempts=self._default_attempts,
