@@ -97,11 +97,12 @@ def test_a_delayed_job_that_succeeds(
     assert transitions(events) == [
         (None, "pending", 0),
         ("pending", "queued", 0),
-        ("queued", "succeeded", 1),
+        ("queued", "running", 1),
+        ("running", "succeeded", 1),
     ]
     assert {e.job_id for e in events} == {job.id}
     assert {(e.queue, e.priority) for e in events} == {("default", "normal")}
-    submitted, queued, succeeded = events
+    submitted, queued, _running, succeeded = events
     assert submitted.event_at_ms == job.created_at_ms
     assert queued.event_at_ms == job.due_ms - 60_000  # claimed a minute ahead, sent delayed
     # And the success carries when the attempt started, how late and for how long it ran
@@ -138,10 +139,12 @@ def test_a_retried_job_that_dies(
     assert transitions(events) == [
         (None, "pending", 0),
         ("pending", "queued", 0),
-        ("queued", "failed", 1),
-        ("failed", "dead", 2),
+        ("queued", "running", 1),
+        ("running", "failed", 1),
+        ("failed", "running", 2),
+        ("running", "dead", 2),
     ]
-    failed, dead = events[2], events[3]
+    failed, dead = events[3], events[5]
     assert (failed.error_type, dead.error_type) == ("Boom", "Boom")
     # And the retry's lateness is measured from when the retry was due, not the job
     assert failed.due_at_ms == job.due_ms
@@ -293,5 +296,6 @@ def test_a_dags_nodes_are_recorded_with_their_dag_id(
     assert set(transitions(notify)) == {
         (None, "blocked", 0),
         ("blocked", "queued", 0),
-        ("queued", "succeeded", 1),
+        ("queued", "running", 1),
+        ("running", "succeeded", 1),
     }

@@ -120,7 +120,9 @@ def _attempt_due_ms(new: Mapping[str, Any], old: Mapping[str, Any] | None, due_m
     attempt = _int(new, "attempts") or 0
     if attempt <= 1:
         return due_ms
-    if old is not None and _str(old, "status") == "failed":
+    # A retry is taken (failed -> running) and then ended (running -> ...): both old images
+    # still carry the time it was scheduled for.
+    if old is not None and _str(old, "status") in ("failed", "running"):
         scheduled = _int(old, "next_attempt_at")
         if scheduled is not None:
             return scheduled

@@ -1,0 +1,42 @@
+"""Run the simulation from the command line.
+
+python -m tests.simulation --seed 7 --trace        # one run, printing every step
+python -m tests.simulation --chaos --jobs 10000     # many runs with faults (make chaos)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tests.simulation.chaos import chaos
+from tests.simulation.sim import Config, simulate
+from tests.simulation.profiles import FAULTY
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.simulation", description=__doc__)
+    parser.add_argument("--seed", type=int, default=1, help="the run's seed (or the first one)")
+    parser.add_argument("--trace", action="store_true", help="print every step of the run")
+    parser.add_argument("--jobs", type=int, default=60, help="jobs per run, or in all (--chaos)")
+    parser.add_argument("--clean", action="store_true", help="no faults, only races")
+    parser.add_argument("--chaos", action="store_true", help="many runs with faults; a summary")
+    parser.add_argument("--processes", type=int, default=2, help="with --chaos")
+    args = parser.parse_args(argv)
+    if args.chaos:
+        return chaos(total_jobs=args.jobs, first_seed=args.seed, processes=args.processes)
+    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace)
+    if not args.clean:
+        config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=FAULTY)
+    result = simulate(config)
+    print(
+        f"seed {result.seed}: {result.jobs} jobs, faults {dict(result.faults)},"
+        f" duplicates after a fault {result.duplicates_after_fault}"
+    )
+    for violation in result.violations:
+        print(f"VIOLATION {violation}")
+    return 1 if result.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""`make chaos`: many independent simulation runs with random faults, summed up.
+
+moto's SQS and DynamoDB slow down as queues and tables grow, so the jobs are spread over many
+small runs (each a fresh emulator), alternating a run with faults and one with races only
+(where a duplicate is a violation, not a consequence of a crash)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from tests.simulation.profiles import CLEAN, FAULTY
+from tests.simulation.sim import Config, RunResult, simulate
+
+JOBS_PER_RUN = 100
+
+
+@dataclass
+class Totals:
+    runs: int = 0
+    jobs: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    lost: int = 0
+    duplicates_clean: int = 0
+    duplicates_after_fault: int = 0
+    cancelled_then_ran: int = 0
+    early: int = 0
+    other: int = 0
+    failing_seeds: list[int] = field(default_factory=list)
+
+    def add(self, result: RunResult) -> None:
+        self.runs += 1
+        self.jobs += result.jobs
+        self.faults.update(result.faults)
+        self.lost += len(result.lost)
+        self.duplicates_clean += len(result.duplicates_clean)
+        self.duplicates_after_fault += result.duplicates_after_fault
+        self.cancelled_then_ran += len(result.cancelled_then_ran)
+        self.early += len(result.early)
+        self.other += len(result.schedule_errors) + len(result.dag_errors)
+        if result.violations:
+            self.failing_seeds.append(result.seed)
+
+
+def run_one(seed: int) -> RunResult:
+    faults = CLEAN if seed % 2 else FAULTY
+    result = simulate(Config(seed=seed, jobs=JOBS_PER_RUN, faults=faults))
+    result.trace = []  # only the summary crosses the process boundary
+    return result
+
+
+def chaos(*, total_jobs: int, first_seed: int = 1, processes: int = 2) -> int:
+    runs = max(1, -(-total_jobs // JOBS_PER_RUN))
+    seeds = range(first_seed, first_seed + runs)
+    totals = Totals()
+    started = time.monotonic()
+    with ProcessPoolExecutor(processes) as pool:
+        for result in pool.map(run_one, seeds):
+            totals.add(result)
+            for violation in result.violations:
+                print(f"seed {result.seed}: VIOLATION {violation}", flush=True)
+    minutes = (time.monotonic() - started) / 60
+    faults = ", ".join(f"{kind} {n}" for kind, n in sorted(totals.faults.items()))
+    print(
+        f"chaos: {totals.runs} runs (seeds {seeds.start}-{seeds.stop - 1}), {totals.jobs} jobs"
+        f" accepted, {minutes:.1f} min\n"
+        f"  faults injected: {sum(totals.faults.values())} ({faults})\n"
+        f"  lost: {totals.lost}\n"
+        f"  duplicates without a crash: {totals.duplicates_clean}\n"
+        f"  duplicates after a crash: {totals.duplicates_after_fault}\n"
+        f"  cancelled-then-ran: {totals.cancelled_then_ran}\n"
+        f"  early: {totals.early}\n"
+        f"  schedule and DAG violations: {totals.other}"
+    )
+    if totals.failing_seeds:
+        print(
+            f"replay: python -m tests.simulation --seed N --trace   (N in {totals.failing_seeds})"
+        )
+        return 1
+    return 0

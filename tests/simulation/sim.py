@@ -1,0 +1,758 @@
+"""A deterministic simulation of the whole system (issue 12): the real domain code, wired as the
+Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a seeded scheduler.
+
+- **Actors.** Every operation (a submit, a cancel, a pause, a sweep, a consumer's batch, ...)
+  runs on an actor thread of its own, with a boto3 session of its own. Only one thread runs at a
+  time: a botocore `before-call` hook on each session hands control back to the scheduler before
+  every AWS call, and the scheduler (random.Random(seed)) picks which actor goes on. So write
+  sequences interleave at the granularity of AWS calls, the same way every time for a seed.
+- **Faults** (seeded, per AWS call): a crash before or after the call (the Lambda dies; the API
+  client retries or gives up, the sweeper's next tick comes anyway, SQS redelivers the
+  consumer's messages after their visibility timeout), throttling (the call fails with
+  ThrottlingException), and partial SendMessageBatch failures (an entry withheld from SQS and
+  reported Failed, as SQS does). Consumer crashes are crashes of the consumer's calls.
+- **Oracle** (`Ledger.violations`), after a fault-free drain: every job accepted with 2xx and not
+  cancelled ran at least once, never before its due second; a job whose cancel answered 200
+  never ran; a duplicate run (one job, one attempt, run twice) in a run without a crash or
+  throttle is a violation, after one it is counted; every schedule occurrence fired exactly once
+  (or was skipped or cancelled by its record) and no schedule's chain has a gap or stops; a DAG
+  node ran only after all its parents.
+
+The only seams: the sweeper's claim pool runs inline (an executor that runs each claim at once,
+so claims interleave at AWS-call granularity too, deterministically), and the consumer's
+heartbeat thread is off (the simulated consumer never outlives its visibility timeout).
+Nothing of AWS is faked: every call reaches moto.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from unittest import mock
+
+import boto3
+import moto.core.utils
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+import sundial.sweeper
+from sundial.clock import ManualClock, to_rfc3339
+from sundial.consumer import JobConsumer
+from sundial.dags import SubmitDag
+from sundial.envelope import Envelope
+from sundial.errors import Conflict, SundialError
+from sundial.ids import JobKey
+from sundial.lifecycle import LifecycleDeps
+from sundial.models import Status
+from sundial.schedules import CreateSchedule, ScheduleState
+from sundial.submission import SubmitJob
+from sundial.wiring import Dependencies, configure
+from tests.support import (
+    DAILY_REPORT,
+    TABLE,
+    FakeLambdaContext,
+    create_priority_queues,
+    create_queues,
+    create_table,
+    sqs_event,
+)
+
+START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+QUEUES = ("default", "email")
+SHARDS = 8
+VISIBILITY_S = 120  # tests.support.create_queues
+
+
+class Crash(BaseException):  # noqa: N818 - a crash, not an error: nothing may catch it
+    """The Lambda (or the client) dies here. A BaseException, so no `except Exception` in the
+    code under test (Powertools' batch processor included) can swallow it."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Per-AWS-call probabilities."""
+
+    crash: float = 0.0  # before or after the call, half each
+    throttle: float = 0.0
+    partial_batch: float = 0.0  # per SendMessageBatch: one entry refused
+    client_retry: float = 0.7  # an API client retries a request that got no answer
+
+    @property
+    def any(self) -> bool:
+        return bool(self.crash or self.throttle or self.partial_batch)
+
+
+@dataclass(frozen=True)
+class Config:
+    seed: int
+    jobs: int = 60  # plain jobs submitted (single and batch); schedules and DAGs come on top
+    faults: Faults = field(default_factory=Faults)
+    ticks: int = 45
+    schedules: int = 2
+    dags: int = 1
+    trace: bool = False
+
+
+# -- the cooperative scheduler ----------------------------------------------------------------
+
+
+class Actor:
+    def __init__(self, name: str, work: Callable[[], None]) -> None:
+        self.name = name
+        self.work = work
+        self.done = False
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+
+class Scheduler:
+    """Runs actors one at a time; an actor gives control back at each AWS call."""
+
+    def __init__(self, rng: random.Random, trace: Callable[[str], None]) -> None:
+        self._rng = rng
+        self._trace = trace
+        self._cv = threading.Condition()
+        self._turn: Actor | None = None
+        self._local = threading.local()
+
+    def current(self) -> Actor | None:
+        return getattr(self._local, "actor", None)
+
+    def run(self, actors: list[Actor]) -> None:
+        for actor in actors:
+            actor.thread = threading.Thread(target=self._body, args=(actor,), daemon=True)
+            actor.thread.start()
+        live = list(actors)
+        while live:
+            actor = self._rng.choice(live)
+            with self._cv:
+                self._turn = actor
+                self._cv.notify_all()
+                self._cv.wait_for(lambda: self._turn is None)
+            if actor.done:
+                live.remove(actor)
+                assert actor.thread is not None
+                actor.thread.join()
+
+    def pause_point(self) -> None:
+        """Called on an actor's thread before each AWS call: let the scheduler pick again."""
+        actor = self.current()
+        if actor is None:
+            return
+        with self._cv:
+            self._turn = None
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: self._turn is actor)
+
+    def _body(self, actor: Actor) -> None:
+        self._local.actor = actor
+        with self._cv:
+            self._cv.wait_for(lambda: self._turn is actor)
+        try:
+            actor.work()
+        except Crash as crash:
+            self._trace(f"  {actor.name}: CRASHED ({crash})")
+            actor.error = crash
+        except BaseException as error:  # noqa: BLE001 - reported by the run, never lost
+            self._trace(f"  {actor.name}: failed with {type(error).__name__}: {error}")
+            actor.error = error
+        finally:
+            with self._cv:
+                actor.done = True
+                self._turn = None
+                self._cv.notify_all()
+
+
+class InlineExecutor(Executor):
+    """Runs each submitted call at once, on the caller's thread (see the module docstring)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Crash:
+            raise
+        except BaseException as error:  # noqa: BLE001 - handed back through the future
+            future.set_exception(error)
+        return future
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        super().__init__()
+
+    def __enter__(self) -> InlineExecutor:
+        return self
+
+
+# -- the ledger and the oracle ------------------------------------------------------------------
+
+
+@dataclass
+class Ledger:
+    accepted: dict[str, int] = field(default_factory=dict)  # job id -> due ms (2xx answered)
+    cancelled: set[str] = field(default_factory=set)  # cancel answered 200
+    maybe_cancelled: set[str] = field(default_factory=set)  # a cancel got no answer
+    runs: list[tuple[str, int, int]] = field(default_factory=list)  # (job id, attempt, at ms)
+    dag_nodes: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    schedules: set[str] = field(default_factory=set)
+    deleted_schedules: set[str] = field(default_factory=set)
+    faults: Counter[str] = field(default_factory=Counter)
+
+    def crashed(self) -> bool:
+        return bool(
+            self.faults["crash_before"] + self.faults["crash_after"] + self.faults["throttle"]
+        )
+
+
+@dataclass
+class RunResult:
+    seed: int
+    jobs: int
+    faults: Counter[str]
+    lost: list[str]
+    early: list[str]
+    duplicates_clean: list[str]
+    duplicates_after_fault: int
+    cancelled_then_ran: list[str]
+    schedule_errors: list[str]
+    dag_errors: list[str]
+    trace: list[str]
+
+    @property
+    def violations(self) -> list[str]:
+        out = [f"lost {job}" for job in self.lost]
+        out += [f"early {job}" for job in self.early]
+        out += [f"duplicate without a crash {job}" for job in self.duplicates_clean]
+        out += [f"cancelled then ran {job}" for job in self.cancelled_then_ran]
+        return out + self.schedule_errors + self.dag_errors
+
+
+# -- the world ----------------------------------------------------------------------------------
+
+
+class Slot:
+    """One actor's own wiring: a session (its hooks see only its calls) and its clients."""
+
+    def __init__(self, world: World, name: str) -> None:
+        self.world = world
+        self.name = name
+        self.session = boto3.Session()
+        self.withheld: list[dict[str, Any]] = []
+        for event, handler in (
+            ("before-call.*.*", self._before),
+            ("after-call.*.*", self._after),
+            ("provide-client-params.sqs.SendMessageBatch", self._withhold),
+            ("after-call.sqs.SendMessageBatch", self._report_withheld),
+        ):
+            self.session.events.register(event, handler)
+        self.deps = configure(clock=world.clock, environ=world.environ, session=self.session)
+        self.sqs = self.session.client("sqs")
+        self.consumer = JobConsumer(
+            world.effect,
+            visibility_timeout_s=None,
+            deps=lambda: LifecycleDeps(
+                store=self.deps.store,
+                queues=self.deps.sender,
+                dead_letters=self.deps.dead_letter_sender,
+                settings=self.deps.settings,
+                clock=world.clock,
+                rng=random.Random(world.rng.random()),
+                releaser=self.deps.releaser,
+            ),
+        )
+
+    def _before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        world = self.world
+        world.scheduler.pause_point()
+        world.trace(
+            f"  {self._actor()} -> {model.service_model.service_name}.{model.name}{_brief(params)}"
+        )
+        if not world.faults_on:
+            return
+        roll = world.rng.random()
+        faults = world.config.faults
+        if roll < faults.crash / 2:
+            world.ledger.faults["crash_before"] += 1
+            world.trace("     FAULT crash before the call")
+            raise Crash(f"before {model.name}")
+        if roll < faults.crash / 2 + faults.throttle:
+            world.ledger.faults["throttle"] += 1
+            world.trace("     FAULT throttled")
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded (simulated)"}},
+                model.name,
+            )
+
+    def _after(self, model: Any, **_: Any) -> None:
+        world = self.world
+        if world.faults_on and world.rng.random() < world.config.faults.crash / 2:
+            world.ledger.faults["crash_after"] += 1
+            world.trace(f"     FAULT crash after {model.name}")
+            raise Crash(f"after {model.name}")
+
+    def _withhold(self, params: dict[str, Any], **_: Any) -> None:
+        self.withheld = []
+        world = self.world
+        entries = params.get("Entries", [])
+        if world.faults_on and entries and world.rng.random() < world.config.faults.partial_batch:
+            refused = entries[world.rng.randrange(len(entries))]
+            self.withheld = [refused]
+            params["Entries"] = [e for e in entries if e is not refused]
+            world.ledger.faults["partial_batch"] += 1
+            world.trace(f"     FAULT SQS refuses entry {refused['Id']}")
+
+    def _report_withheld(self, parsed: dict[str, Any], **_: Any) -> None:
+        if self.withheld:
+            parsed.setdefault("Failed", []).extend(
+                {"Id": e["Id"], "SenderFault": False, "Code": "InternalError"}
+                for e in self.withheld
+            )
+            self.withheld = []
+
+    def _actor(self) -> str:
+        actor = self.world.scheduler.current()
+        return actor.name if actor else self.name
+
+
+def _brief(params: dict[str, Any]) -> str:
+    key = params.get("Key")
+    if key:
+        return f" {key.get('pk', {}).get('S', '')}/{key.get('sk', {}).get('S', '')[:20]}"
+    if "Entries" in params:
+        return f" {len(params['Entries'])} entries"
+    return ""
+
+
+class World:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.rng = random.Random(config.seed)
+        self.clock = ManualClock.at(START)
+        self.ledger = Ledger()
+        self.lines: list[str] = []
+        self.faults_on = False
+        self.scheduler = Scheduler(random.Random(config.seed * 7919 + 1), self.trace)
+        self.environ: dict[str, str] = {}
+        self.slots: dict[str, Slot] = {}
+        self.schedule_ids: list[str] = []
+        self.job_ids: list[str] = []
+
+    def trace(self, line: str) -> None:
+        self.lines.append(line)
+        if self.config.trace:
+            print(line, flush=True)
+
+    def setup(self) -> None:
+        dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
+        create_table(dynamodb)
+        urls, dead_letter_urls = create_queues(sqs)
+        self.environ = {
+            "SUNDIAL_TABLE_NAME": TABLE,
+            "SUNDIAL_QUEUE_URLS": json.dumps(urls),
+            "SUNDIAL_DEAD_LETTER_URLS": json.dumps(dead_letter_urls),
+            "SUNDIAL_PRIORITY_QUEUE_URLS": json.dumps(create_priority_queues(sqs)),
+            "SUNDIAL_SHARD_COUNT": str(SHARDS),
+            "SUNDIAL_RETENTION_DAYS": "30",
+            "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
+            "SUNDIAL_SHARDS_PER_SWEEPER": "4",
+            "POWERTOOLS_SERVICE_NAME": "sundial",
+            "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
+        }
+        for name in (
+            "api-1",
+            "api-2",
+            "api-3",
+            "sweeper-1",
+            "sweeper-2",
+            "consumer-1",
+            "consumer-2",
+        ):
+            self.slots[name] = Slot(self, name)
+        self.observer = configure(clock=self.clock, environ=self.environ)
+
+    # -- the job function: the effect ------------------------------------------------------
+
+    def effect(self, job: Envelope) -> dict[str, Any]:
+        now = self.clock.now_ms()
+        self.ledger.runs.append((job.id, job.attempt, now))
+        self.trace(f"  EFFECT {job.id} attempt {job.attempt} at {to_rfc3339(now)}")
+        return {"ran": job.id}
+
+    # -- operations (each is one actor's work) -----------------------------------------------
+
+    def _client_call(self, name: str, call: Callable[[Dependencies], Any]) -> Any:
+        """An API request as a client makes it: retried (same body) if it got no answer,
+        with the probability the faults give. Returns the answer, or raises NoAnswer."""
+        slot = self.slots[name]
+        while True:
+            try:
+                return call(slot.deps)
+            except Crash:
+                if not self.faults_on or self.rng.random() >= self.config.faults.client_retry:
+                    raise
+                self.trace(f"  {name}: the client retries")
+            except ClientError:
+                if self.rng.random() >= self.config.faults.client_retry:
+                    raise
+                self.trace(f"  {name}: the client retries after a 5xx")
+
+    def op_submit(self, slot: str, count: int) -> None:
+        requests = [
+            SubmitJob(
+                queue=self.rng.choice(QUEUES),
+                delay_seconds=self.rng.choice([0, 5, 30, 200, 600, 950, 1500]),
+                payload={"n": self.rng.randrange(1000)},
+                idempotency_key=f"k{self.rng.randrange(10**9)}"
+                if self.rng.random() < 0.5
+                else None,
+            )
+            for _ in range(count)
+        ]
+        results = self._client_call(slot, lambda deps: deps.jobs.submit_many(requests))
+        for request, result in zip(requests, results, strict=True):
+            if isinstance(result, SundialError):
+                continue
+            self.ledger.accepted[result.job.id] = result.job.due_ms
+            self.job_ids.append(result.job.id)
+            if request.idempotency_key and self.rng.random() < 0.2:  # a repeat, later
+                repeat = self._client_call(slot, lambda deps, r=request: deps.jobs.submit(r))
+                assert repeat.job.id == result.job.id, "an idempotent repeat made a new job"
+
+    def op_cancel(self, slot: str) -> None:
+        if not self.job_ids:
+            return
+        job_id = self.rng.choice(self.job_ids)
+        try:
+            status = self._client_call(slot, lambda deps: deps.jobs.cancel(job_id))
+        except Conflict:
+            return
+        except BaseException:
+            self.ledger.maybe_cancelled.add(job_id)
+            raise
+        if status is Status.CANCELLED:
+            self.ledger.cancelled.add(job_id)
+
+    def op_pause_job(self, slot: str) -> None:
+        if self.job_ids:
+            job_id = self.rng.choice(self.job_ids)
+            self._answered(slot, lambda deps: deps.jobs.pause(job_id))
+
+    def op_resume_job(self, slot: str) -> None:
+        if self.job_ids:
+            job_id = self.rng.choice(self.job_ids)
+            self._answered(slot, lambda deps: deps.jobs.resume(job_id))
+
+    def op_pause_queue(self, slot: str) -> None:
+        queue = self.rng.choice(QUEUES)
+        self._answered(slot, lambda deps: deps.queue_control.pause(queue))
+
+    def op_resume_queue(self, slot: str) -> None:
+        queue = self.rng.choice(QUEUES)
+        self._answered(slot, lambda deps: deps.queue_control.resume(queue))
+
+    def op_create_schedule(self, slot: str) -> None:
+        cron = self.rng.choice(["* * * * *", "*/2 * * * *", "*/5 * * * *"])
+        request = CreateSchedule(
+            queue=self.rng.choice(QUEUES),
+            cron=cron,
+            idempotency_key=f"s{self.rng.randrange(10**9)}",
+            misfire=self.rng.choice(["fire_once", "skip"]),
+        )
+        created = self._client_call(slot, lambda deps: deps.schedules.create(request))
+        self.ledger.schedules.add(created.schedule.id)
+        self.schedule_ids.append(created.schedule.id)
+
+    def op_pause_schedule(self, slot: str) -> None:
+        if self.schedule_ids:
+            schedule_id = self.rng.choice(self.schedule_ids)
+            self._answered(slot, lambda deps: deps.schedules.pause(schedule_id))
+
+    def op_resume_schedule(self, slot: str) -> None:
+        if self.schedule_ids:
+            schedule_id = self.rng.choice(self.schedule_ids)
+            self._answered(slot, lambda deps: deps.schedules.resume(schedule_id))
+
+    def op_delete_schedule(self, slot: str) -> None:
+        if self.schedule_ids:
+            schedule_id = self.rng.choice(self.schedule_ids)
+            self.ledger.deleted_schedules.add(schedule_id)  # whatever it answers
+            self._answered(slot, lambda deps: deps.schedules.delete(schedule_id))
+
+    def op_submit_dag(self, slot: str) -> None:
+        body = dict(DAILY_REPORT)
+        body["idempotency_key"] = f"d{self.rng.randrange(10**9)}"
+        view = self._client_call(
+            slot, lambda deps: deps.dags.submit(SubmitDag.model_validate(body))
+        )
+        for node in view.nodes:
+            assert node.dag is not None
+            parents = tuple(name for name, _ in node.dag.parents)
+            self.ledger.dag_nodes[node.id] = (f"{view.id}/{node.dag.node}", parents)
+            self.ledger.accepted[node.id] = node.due_ms
+
+    def op_sweep(self, slot: str) -> None:
+        shards = list(range(SHARDS))
+        self.slots[slot].deps.sweeper.sweep(shards)
+
+    def op_consume(self, slot: str, queue: str) -> None:
+        s = self.slots[slot]
+        url = s.deps.settings.queue_urls[queue]
+        messages = s.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return
+        arn = f"arn:aws:sqs:us-east-1:123456789012:{queue}"
+        result = s.consumer.lambda_handler(sqs_event(messages, arn), FakeLambdaContext())
+        failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+        for message in messages:
+            if message["MessageId"] not in failed:
+                s.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def _answered(self, slot: str, call: Callable[[Dependencies], Any]) -> None:
+        try:
+            self._client_call(slot, call)
+        except SundialError:
+            pass  # a 4xx: the state did not allow it
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def plan_tick(self, tick: int, jobs_left: int) -> tuple[list[Actor], int]:
+        rng = self.rng
+        actors: list[Actor] = []
+        api = ["api-1", "api-2", "api-3"]
+        rng.shuffle(api)
+
+        def add(slot: str, label: str, work: Callable[[], None]) -> None:
+            actors.append(Actor(f"{slot}:{label}", work))
+
+        if jobs_left > 0:
+            count = min(jobs_left, rng.choice([1, 1, 2, 5]))
+            slot_a = api.pop()
+            add(slot_a, f"submit x{count}", lambda: self.op_submit(slot_a, count))
+            jobs_left -= count
+        if tick in self._schedule_ticks:
+            slot_s = api.pop()
+            add(slot_s, "create schedule", lambda: self.op_create_schedule(slot_s))
+        if tick in self._dag_ticks and api:
+            slot_d = api.pop()
+            add(slot_d, "submit DAG", lambda: self.op_submit_dag(slot_d))
+        for slot_x in api:
+            if rng.random() < 0.5:
+                name, op = rng.choice(self._racing_ops())
+                add(slot_x, name, lambda op=op, slot_x=slot_x: op(slot_x))
+        if tick % 2 == 0:
+            add("sweeper-1", "sweep", lambda: self.op_sweep("sweeper-1"))
+            if rng.random() < 0.5:  # a second sweeper on the same shards (a retried tick)
+                add("sweeper-2", "sweep", lambda: self.op_sweep("sweeper-2"))
+        for index, queue in enumerate(QUEUES, start=1):
+            add(
+                f"consumer-{index}",
+                f"consume {queue}",
+                lambda q=queue, i=index: self.op_consume(f"consumer-{i}", q),
+            )
+        return actors, jobs_left
+
+    def _racing_ops(self) -> list[tuple[str, Callable[[str], None]]]:
+        return [
+            ("cancel", self.op_cancel),
+            ("cancel", self.op_cancel),
+            ("pause job", self.op_pause_job),
+            ("resume job", self.op_resume_job),
+            ("pause queue", self.op_pause_queue),
+            ("resume queue", self.op_resume_queue),
+            ("resume queue", self.op_resume_queue),
+            ("pause schedule", self.op_pause_schedule),
+            ("resume schedule", self.op_resume_schedule),
+            ("resume schedule", self.op_resume_schedule),
+            ("delete schedule", self.op_delete_schedule),
+        ]
+
+    def run(self) -> None:
+        config = self.config
+        self._schedule_ticks = set(self.rng.sample(range(config.ticks // 2), config.schedules))
+        self._dag_ticks = set(self.rng.sample(range(config.ticks // 2), config.dags))
+        jobs_left = config.jobs
+        self.faults_on = config.faults.any
+        tick = 0
+        while tick < config.ticks or jobs_left > 0:
+            self.clock.advance(seconds=30)
+            self.trace(f"tick {tick} at {to_rfc3339(self.clock.now_ms())}")
+            actors, jobs_left = self.plan_tick(tick, jobs_left)
+            self.scheduler.run(actors)
+            tick += 1
+        self.drain()
+
+    def drain(self) -> None:
+        """No more faults; everything paused is resumed; time runs on until all is done."""
+        self.faults_on = False
+        self.trace("drain")
+        deps = self.observer
+        for queue in QUEUES:
+            deps.queue_control.resume(queue) if deps.queue_control.get(queue).paused else None
+        for schedule_id in self.schedule_ids:
+            if schedule_id in self.ledger.deleted_schedules:
+                continue
+            state = deps.schedule_store.get(schedule_id)
+            if state is not None and state.state in (ScheduleState.PAUSED, ScheduleState.RESUMING):
+                deps.schedules.resume(schedule_id)
+        for job_id in self.job_ids:
+            job = deps.store.get(JobKey.from_job_id(job_id))
+            if job is not None and job.status is Status.PAUSED:
+                deps.jobs.resume(job_id)
+        self.drain_until = self.clock.now_ms()
+        for _ in range(40):
+            self.clock.advance(seconds=60)
+            self.scheduler.run(
+                [Actor("sweeper-1:sweep", lambda: self.op_sweep("sweeper-1"))]
+                + [
+                    Actor(
+                        f"consumer-{i}:consume",
+                        lambda q=q, i=i: self._consume_all(f"consumer-{i}", q),
+                    )
+                    for i, q in enumerate(QUEUES, start=1)
+                ]
+            )
+
+    def _consume_all(self, slot: str, queue: str) -> None:
+        for _ in range(20):
+            s = self.slots[slot]
+            url = s.deps.settings.queue_urls[queue]
+            before = len(self.ledger.runs)
+            self.op_consume(slot, queue)
+            attrs = s.sqs.get_queue_attributes(
+                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+            )
+            if (
+                len(self.ledger.runs) == before
+                and attrs["Attributes"]["ApproximateNumberOfMessages"] == "0"
+            ):
+                return
+
+    # -- the oracle --------------------------------------------------------------------------
+
+    def check(self) -> RunResult:
+        ledger, deps = self.ledger, self.observer
+        runs_by_job: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for job_id, attempt, at in ledger.runs:
+            runs_by_job[job_id].append((attempt, at))
+        order = {job_id: i for i, (job_id, _, _) in reversed(list(enumerate(ledger.runs)))}
+        lost, early, dup_clean, cancelled_ran = [], [], [], []
+        dup_fault = 0
+        for job_id, due_ms in ledger.accepted.items():
+            runs = runs_by_job.get(job_id, [])
+            if job_id in ledger.cancelled:
+                if runs:
+                    cancelled_ran.append(job_id)
+                continue
+            job = deps.store.get(JobKey.from_job_id(job_id))
+            if not runs and job_id not in ledger.maybe_cancelled:
+                lost.append(f"{job_id} ({job.status if job else 'missing'})")
+            first = min((at for attempt, at in runs if attempt == 1), default=None)
+            if first is not None and first < due_ms // 1000 * 1000:
+                early.append(f"{job_id} ran {first - due_ms} ms early")
+            attempts = Counter(attempt for attempt, _ in runs)
+            if any(n > 1 for n in attempts.values()):
+                if ledger.crashed():
+                    dup_fault += 1
+                else:
+                    dup_clean.append(job_id)
+        schedule_errors = self._check_schedules(runs_by_job, dup_clean)
+        dag_errors = [
+            f"DAG node {name} ran before its parent {parent}"
+            for job_id, (name, parents) in ledger.dag_nodes.items()
+            for parent in parents
+            if job_id in order and self._parent_order(job_id, parent, order) is False
+        ]
+        return RunResult(
+            seed=self.config.seed,
+            jobs=len(ledger.accepted),
+            faults=ledger.faults,
+            lost=lost,
+            early=early,
+            duplicates_clean=dup_clean,
+            duplicates_after_fault=dup_fault,
+            cancelled_then_ran=cancelled_ran,
+            schedule_errors=schedule_errors,
+            dag_errors=dag_errors,
+            trace=self.lines,
+        )
+
+    def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
+        name, _ = self.ledger.dag_nodes[job_id]
+        dag = name.split("/")[0]
+        for other_id, (other, _) in self.ledger.dag_nodes.items():
+            if other == f"{dag}/{parent}":
+                return other_id in order and order[other_id] < order[job_id]
+        return None
+
+    def _check_schedules(
+        self, runs_by_job: dict[str, list[tuple[int, int]]], dup_clean: list[str]
+    ) -> list[str]:
+        errors: list[str] = []
+        deps = self.observer
+        for schedule_id in sorted(self.ledger.schedules - self.ledger.deleted_schedules):
+            records, before = [], None
+            while True:
+                page, before = deps.schedules.runs(schedule_id, limit=100, before_ms=before)
+                records += page
+                if before is None:
+                    break
+            records.sort(key=lambda r: r.run.at_ms)
+            for previous, record in zip(records, records[1:], strict=False):
+                if previous.run.next_at_ms != record.run.at_ms:
+                    errors.append(f"schedule {schedule_id}: gap after {previous.run.at_ms}")
+            for view in records:
+                record = view.run
+                ran = runs_by_job.get(record.job_id, [])
+                due = record.at_ms <= self.clock.now_ms() - 60_000  # not one still ahead
+                if record.outcome.value == "fired" and not ran and due:
+                    errors.append(f"schedule {schedule_id}: occurrence {record.at_ms} never ran")
+                first = min((at for attempt, at in ran if attempt == 1), default=None)
+                if first is not None and first < record.at_ms // 1000 * 1000:
+                    errors.append(f"schedule {schedule_id}: occurrence {record.at_ms} ran early")
+            if not records or (records[-1].run.next_at_ms or 0) < self.drain_until:
+                last = records[-1].run.at_ms if records else None
+                errors.append(f"schedule {schedule_id}: its chain stopped (last run {last})")
+            fired = [v.run.job_id for v in records]
+            for job_id in fired:
+                attempts = Counter(a for a, _ in runs_by_job.get(job_id, []))
+                if any(n > 1 for n in attempts.values()) and not self.ledger.crashed():
+                    dup_clean.append(job_id)
+        return errors
+
+
+@contextmanager
+def _moto_at(clock: ManualClock) -> Iterator[None]:
+    """moto reads the manual clock (SQS delays and visibility follow it)."""
+    now = lambda: datetime.fromtimestamp(clock.now_ms() / 1000, tz=UTC).replace(tzinfo=None)  # noqa: E731
+    with (
+        mock_aws(),
+        mock.patch.object(moto.core.utils, "utcnow", now),
+        mock.patch.object(sundial.sweeper, "ThreadPoolExecutor", InlineExecutor),
+        mock.patch.dict(
+            "os.environ",
+            {
+                "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "POWERTOOLS_TRACE_DISABLED": "1",
+            },
+        ),
+    ):
+        yield
+
+
+def simulate(config: Config) -> RunResult:
+    world = World(config)
+    with _moto_at(world.clock):
+        world.setup()
+        world.run()
+        return world.check()
