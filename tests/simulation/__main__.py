@@ -7,11 +7,20 @@ python -m tests.simulation --chaos --jobs 10000     # many runs with faults (mak
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tests.simulation.chaos import chaos
-from tests.simulation.sim import Config, simulate
 from tests.simulation.profiles import FAULTY
+from tests.simulation.sim import Config, simulate
+
+
+def _with_fixed_hashing() -> None:
+    """Set iteration order depends on string hashing, which Python randomizes per process:
+    start again with it fixed, so a seed replays exactly."""
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        os.execve(sys.executable, [sys.executable, "-m", "tests.simulation", *sys.argv[1:]], env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,4 +48,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _with_fixed_hashing()
     sys.exit(main())

@@ -51,6 +51,11 @@ class Dependencies:
     session: boto3.Session | None = None
     # Replaces the Lambda async invoke of sweepers, e.g. with an in-process call.
     launch: Launch | None = None
+    # Seeds every random choice (shards, jitter) for a replayable run; None: from the OS.
+    rng: random.Random | None = None
+
+    def _random(self) -> random.Random:
+        return random.Random(self.rng.random()) if self.rng is not None else random.Random()
 
     @cached_property
     def _session(self) -> boto3.Session:
@@ -90,6 +95,7 @@ class Dependencies:
             on_cancelled=self.dag_progress.node_stopped,
             queue_states=self.queue_states,
             chain=self.chain,
+            rng=self._random(),
         )
 
     @cached_property
@@ -105,6 +111,7 @@ class Dependencies:
             clock=self.clock,
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
+            rng=self._random(),
         )
 
     @cached_property
@@ -139,7 +146,7 @@ class Dependencies:
                 dead_letters=self.dead_letter_sender,
                 settings=self.settings,
                 clock=self.clock,
-                rng=random.Random(),
+                rng=self._random(),
                 releaser=self.releaser,
             )
         )
@@ -229,6 +236,7 @@ class Dependencies:
             default_attempts=self._default_attempts,
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
+            rng=self._random(),
         )
 
     @cached_property
@@ -256,6 +264,7 @@ def configure(
     environ: Mapping[str, str] | None = None,
     session: boto3.Session | None = None,
     launch: Launch | None = None,
+    rng: random.Random | None = None,
 ) -> Dependencies:
     """Replace the process's dependencies, e.g. with a ManualClock. Returns the new set."""
     global _current  # noqa: PLW0603
@@ -264,6 +273,7 @@ def configure(
         clock=clock or SystemClock(),
         session=session,
         launch=launch,
+        rng=rng,
     )
     return _current
 
