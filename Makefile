@@ -65,6 +65,12 @@ test: deps lint ## Lint, run every test, synth and cfn-lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory cfn-lint
 
+.PHONY: chaos
+CHAOS_JOBS ?= 10000
+CHAOS_SEED ?= 1
+chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10000) with random faults; non-zero on any violation
+	$(PY) -m tests.simulation --chaos --jobs $(CHAOS_JOBS) --seed $(CHAOS_SEED)
+
 .PHONY: run
 run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
 	$(PY) -m sundial.local

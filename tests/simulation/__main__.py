@@ -10,9 +10,14 @@ import argparse
 import os
 import sys
 
+from pathlib import Path
+
 from tests.simulation.chaos import chaos
-from tests.simulation.profiles import FAULTY
+from tests.simulation.profiles import CLEAN, FAULTY
 from tests.simulation.sim import Config, simulate
+
+
+TRACES = Path("build/simulation")
 
 
 def _with_fixed_hashing() -> None:
@@ -34,9 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.chaos:
         return chaos(total_jobs=args.jobs, first_seed=args.seed, processes=args.processes)
-    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace)
-    if not args.clean:
-        config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=FAULTY)
+    faults = CLEAN if args.clean else FAULTY
+    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=faults)
     result = simulate(config)
     print(
         f"seed {result.seed}: {result.jobs} jobs, faults {dict(result.faults)},"

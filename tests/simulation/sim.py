@@ -399,6 +399,8 @@ class World:
     # -- the job function: the effect ------------------------------------------------------
 
     def effect(self, job: Envelope) -> dict[str, Any]:
+        # The function's own work takes time: other actors may run before its effect lands.
+        self.scheduler.pause_point()
         now = self.clock.now_ms()
         self.ledger.runs.append((job.id, job.attempt, now))
         self.trace(f"  EFFECT {job.id} attempt {job.attempt} at {to_rfc3339(now)}")
@@ -447,7 +449,10 @@ class World:
     def op_cancel(self, slot: str) -> None:
         if not self.job_ids:
             return
-        job_id = self.rng.choice(self.job_ids)
+        now = self.clock.now_ms()
+        # Half the time a job due about now: the cancel then races its dispatch and its run.
+        due_now = [j for j in self.job_ids if abs(self.ledger.accepted[j] - now) < 60_000]
+        job_id = self.rng.choice(due_now if due_now and self.rng.random() < 0.5 else self.job_ids)
         try:
             status = self._client_call(slot, lambda deps: deps.jobs.cancel(job_id))
         except Conflict:
