@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
 from pathlib import Path
 
 from tests.simulation.chaos import chaos
 from tests.simulation.profiles import CLEAN, FAULTY
 from tests.simulation.sim import Config, simulate
-
 
 TRACES = Path("build/simulation")
 
