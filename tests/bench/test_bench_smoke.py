@@ -72,12 +72,12 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     jobs = ledger["jobs_per_path"]
     delayed, immediate = _path(ledger, "delayed"), _path(ledger, "immediate")
     cancelled, batch = _path(ledger, "cancelled"), _path(ledger, "batch")
-    # A delayed job: put, claim, success, each under 1 KB; it ran once
+    # A delayed job: put, claim, running (the attempt taken), success, each under 1 KB; it ran once
     assert delayed["outcome"] == {"succeeded": jobs}
-    assert delayed["per_job"]["write_units_job_items"] == 3.0
+    assert delayed["per_job"]["write_units_job_items"] == 4.0
     assert delayed["calls_per_job"]["consumer: dynamodb GetItem"] == 1.0  # the fence
-    # An immediate job: put and the submit path's claim, then success; one send each
-    assert immediate["per_job"]["write_units_job_items"] == 3.0
+    # An immediate job: put and the submit path's claim, then running and success; one send each
+    assert immediate["per_job"]["write_units_job_items"] == 4.0
     assert immediate["per_job"]["sqs_requests_dispatch"] == 1.0
     # A cancelled job: put and cancel, never sent
     assert cancelled["outcome"] == {"cancelled": jobs}
@@ -90,4 +90,4 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     assert dynein["per_job"]["write_units_job_items"] == 3.0
     assert dynein["per_job"]["sqs_requests_dispatch"] == 1.0
     # And moto's own figure differs (it is not size-based), which is why the ledger sizes items
-    assert delayed["per_job"]["write_units_reported_by_moto"] != 3.0
+    assert delayed["per_job"]["write_units_reported_by_moto"] != 4.0

@@ -16,6 +16,46 @@
   is made `direct` first, so no sweeper claims it too), or, for a paused queue, record them for
   the catch-up its resume runs (sundial.queue_state).
 
+THE OWNER RULE (the write side of the cursor rule). A write never leaves a dispatchable job
+below its shard's cursor unless the same operation owns sending it. Where it is enforced:
+- JobStore.put_new / put_if_absent refuse (UnsafeWrite, before writing anything) a new pending
+  job due within DIRECT_WINDOW that is not `direct`. Every path that writes new jobs (submit,
+  batch, idempotent repeat, DAG roots, retry timers) goes through them, so a new feature that
+  forgets the rule fails its first test instead of losing jobs.
+- A due-soon job of a paused queue is not direct (the queue's resume sends it): it is written
+  (JobService.write_new) or resumed (JobService.resume) in ONE transaction with a check that the
+  queue is still paused (QueueStateStore.hold_with). The queue's resume flips `paused` first and
+  reads its catch-up range and its `held` set after, so either the resume sees the job or the
+  transaction fails and the writer, seeing the queue running, makes the job direct and sends it.
+  A resumed job may be due before the catch-up range, so it is recorded in `held` by the same
+  transaction; a new job is due no earlier than its submit, inside the range. (Before: submit
+  read "paused" and wrote a plain pending job; a resume landing between the two lost it. A job
+  resume wrote the job and then `held`; a crash between them lost it.)
+- A schedule and its first occurrence are written in one transaction (ScheduleStore.create), so
+  no sweep finds the occurrence without its schedule (it would drop it); a first occurrence due
+  within DIRECT_WINDOW is direct and the create sends it; an idempotent retry of a create that
+  died finishes the send once SUBMIT_IN_FLIGHT has passed.
+- The exception, owned by the writer: a schedule's successor (OccurrenceChain.advance, through
+  put_or_existing) is written by the sweep or API call that is dispatching its predecessor, and
+  that caller sends it when it is due within its range (Sweeper._follow, Releaser.release).
+
+Other write sequences and what they interleave with:
+- A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
+  conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
+  first took less than CATCH_UP_STALE ago (queue_control) and keeps it on the `held` list, so it
+  is sent once; only a job sent, gone or finished is struck off.
+- Parking a paused schedule's occurrence (a sweep reaching it, a release, or the schedule's pause
+  itself) is one transaction with a check that the schedule is still paused (ScheduleStore.park).
+  A resume that lands first makes the park fail; the parker decides again (the occurrence fires)
+  and a pause answers 409 "resumed while this pause ran". So a resumed schedule never keeps a
+  parked occurrence, whatever the order of pause, resume and sweep.
+- A schedule's resume moves the chain on from an occurrence cancelled while parked (a client
+  skipping one run): no sweep comes back to it, its time is behind the cursor.
+- The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
+  the function, and a cancel is conditional on the job not running. The two writes are
+  serialised on the job's item: a cancel that answered 200 came first, and the take then fails
+  (the function never runs); a take that came first makes the cancel a 409 (running).
+
 THE CURSOR RULE. A shard's cursor only ever moves forward (advance_cursor's condition), and a
 sweep moves it past a job only if that job needs nothing from a sweep: sent (by this sweep, or
 by a finished sweep whose done record does not name it in `not_sent`), finished, cancelled,
