@@ -543,16 +543,15 @@ class JobStore:
         )
         return cancelled, item_to_job(item) if item else None
 
-    def pause(
-        self, key: JobKey, *, now_ms: int, occurrence: bool = False
-    ) -> tuple[bool, Job | None]:
+    def pause(self, key: JobKey, *, now_ms: int) -> tuple[bool, Job | None]:
         """pending -> paused, in one conditional write. Only a job waiting in the table for the
         sweeper may be paused: not one the submit or resume path is sending (direct) nor one
-        already handed to SQS, and not a schedule's occurrence unless `occurrence` (the
-        schedule pauses those). Returns (paused now, the job as written, or as it was if not)."""
-        condition = "#status = :pending AND attribute_not_exists(direct)"
-        if not occurrence:
-            condition += " AND attribute_not_exists(schedule_id)"
+        already handed to SQS, and not a schedule's occurrence (its schedule parks those:
+        park_write). Returns (paused now, the job as written, or as it was if not)."""
+        condition = (
+            "#status = :pending AND attribute_not_exists(direct)"
+            " AND attribute_not_exists(schedule_id)"
+        )
         paused, item = self._write_if(
             "update",
             Key=_key(key),
@@ -598,25 +597,6 @@ class JobStore:
             ReturnValues="ALL_NEW",
         )
         return written, item_to_job(item) if item else None
-
-    def hold(self, key: JobKey, *, now_ms: int) -> bool:
-        """A schedule's pause: pending or queued (its first attempt not yet run) -> paused.
-        A queued job's message still arrives; the consumer's fence skips a paused job."""
-        held, _ = self._write_if(
-            "update",
-            Key=_key(key),
-            UpdateExpression="SET #status = :paused, paused_at = :now",
-            ConditionExpression="#status IN (:pending, :queued) AND attempts = :zero",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
-                ":paused": _s(Status.PAUSED),
-                ":pending": _s(Status.PENDING),
-                ":queued": _s(Status.QUEUED),
-                ":zero": _n(0),
-                ":now": _n(now_ms),
-            },
-        )
-        return held
 
     def take_direct(
         self, key: JobKey, *, now_ms: int, stale_before_ms: int
