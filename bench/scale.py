@@ -107,7 +107,9 @@ def _jobs(
             payload_json=payload,
             priority=Priority.NORMAL,
             max_attempts=3,
-            created_at_ms=now_ms,
+            # A backlog submitted long before it comes due (a pending job written due soon
+            # would have to be direct: JobStore.put_new refuses it otherwise)
+            created_at_ms=now_ms - 86_400_000,
         )
         for _ in range(count)
     ]

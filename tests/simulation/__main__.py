@@ -7,6 +7,7 @@ python -m tests.simulation --chaos --jobs 10000     # many runs with faults (mak
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -35,18 +36,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chaos", action="store_true", help="many runs with faults; a summary")
     parser.add_argument("--processes", type=int, default=2, help="with --chaos")
     args = parser.parse_args(argv)
+    # The code under test logs every injected fault it handles; the trace says it better.
+    logging.disable(logging.CRITICAL)
     if args.chaos:
         return chaos(total_jobs=args.jobs, first_seed=args.seed, processes=args.processes)
     faults = CLEAN if args.clean else FAULTY
     config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=faults)
     result = simulate(config)
+    injected = dict(sorted(result.faults.items()))
     print(
-        f"seed {result.seed}: {result.jobs} jobs, faults {dict(result.faults)},"
+        f"seed {result.seed}: {result.jobs} jobs, faults {injected},"
         f" duplicates after a fault {result.duplicates_after_fault}"
     )
+    if not result.violations:
+        return 0
+    trace = TRACES / f"seed-{result.seed}{'-clean' if args.clean else ''}.trace"
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    trace.write_text("\n".join(result.trace) + "\n")
+    if not args.trace:
+        print("... the run's last steps:\n" + "\n".join(result.trace[-40:]))
     for violation in result.violations:
         print(f"VIOLATION {violation}")
-    return 1 if result.violations else 0
+    flags = " --clean" if args.clean else ""
+    print(
+        f"the whole trace: {trace}\nreplay: python -m tests.simulation --seed {result.seed}"
+        f" --jobs {args.jobs}{flags} --trace"
+    )
+    return 1
 
 
 if __name__ == "__main__":

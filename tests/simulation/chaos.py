@@ -6,6 +6,8 @@ small runs (each a fresh emulator), alternating a run with faults and one with r
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -45,6 +47,7 @@ class Totals:
 
 
 def run_one(seed: int) -> RunResult:
+    logging.disable(logging.CRITICAL)  # the code under test logs every fault it handles
     faults = CLEAN if seed % 2 else FAULTY
     result = simulate(Config(seed=seed, jobs=JOBS_PER_RUN, faults=faults))
     result.trace = []  # only the summary crosses the process boundary
@@ -56,7 +59,9 @@ def chaos(*, total_jobs: int, first_seed: int = 1, processes: int = 2) -> int:
     seeds = range(first_seed, first_seed + runs)
     totals = Totals()
     started = time.monotonic()
-    with ProcessPoolExecutor(processes) as pool:
+    # A fresh process per run, as `python -m tests.simulation --seed N` replays it.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(processes, mp_context=spawn, max_tasks_per_child=1) as pool:
         for result in pool.map(run_one, seeds):
             totals.add(result)
             for violation in result.violations:

@@ -116,6 +116,8 @@ class Job:
     retry_attempt: int | None = None
     dag: DagLink | None = None  # set on the nodes of a DAG
     paused_at_ms: int | None = None
+    # When an API call (a resume, a catch-up) last took the job to send it itself (direct).
+    resumed_at_ms: int | None = None
     # An occurrence of a recurring schedule (sundial.schedules). `chained`: its successor is
     # decided and written, so no sweep needs to advance the schedule from it again.
     schedule_id: str | None = None

@@ -74,8 +74,10 @@ class CatchUp:
             )
             outcome = self._releaser.release(jobs, owned=False, by="catch-up")
             dispatched += len(outcome.sent)
-            if outcome.failed:
-                break  # SQS refused some: this shard stays owed, and is done again later
+            if outcome.failed or outcome.busy:
+                # SQS refused some, or another caller took some and has not sent them yet (it
+                # may have died: a resume that crashed): the shard stays owed, done again later.
+                break
             done.append(shard)
             self._states.strike(state.name, shards=[shard])
         return CatchUpReport(

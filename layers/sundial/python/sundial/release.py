@@ -28,6 +28,9 @@ class Released:
     sent: list[Job] = field(default_factory=list)
     failed: list[Job] = field(default_factory=list)  # SQS refused: still pending and direct
     held: list[Job] = field(default_factory=list)  # left for a paused queue's catch-up
+    # Pending jobs another caller had taken (direct) less than SUBMIT_IN_FLIGHT ago: left to
+    # it, but not yet sent; a caller that owes them (a catch-up) must come back for them.
+    busy: list[Job] = field(default_factory=list)
     skipped: int = 0  # occurrences the misfire policy skipped, or parked or dropped
 
 
@@ -66,7 +69,7 @@ class Releaser:
                     continue
                 if hold is Hold.JOB_CHANGED:
                     continue  # no longer ours to send (cancelled meanwhile)
-            taken = job if is_owned else self._take(job, now)
+            taken = job if is_owned else self._take(job, now, result)
             if taken is None:
                 continue  # someone else has it (a sweeper claimed it, or it is not pending)
             if taken.schedule_id is None or taken.chained:
@@ -97,11 +100,20 @@ class Releaser:
         """The queues paused now: their jobs wait for the queue's catch-up, not for this."""
         return self._queue_states.paused()
 
-    def _take(self, job: Job, now: int) -> Job | None:
+    def _take(self, job: Job, now: int, result: Released) -> Job | None:
         taken, current = self._store.take_direct(
             job.key, now_ms=now, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )
-        return current if taken else None
+        if taken:
+            return current
+        # Taken by another API call (it stamps resumed_at) that has not sent it yet, and may have
+        # died: whoever owes it comes back after SUBMIT_IN_FLIGHT. (A direct job never taken is
+        # a submit's or a create's that died before answering: its client's retry sends it.)
+        if current is None or current.resumed_at_ms is None:
+            return None
+        if current.status is Status.PENDING and current.direct:
+            result.busy.append(current)
+        return None
 
     def _hold(self, job: Job, *, owned: bool) -> Hold:
         """Leave a job of a paused queue to its catch-up. One the caller owns (direct) is handed

@@ -26,6 +26,7 @@ from sundial.schedule_store import Parked, ScheduleStore
 from sundial.schedules import (
     CreateSchedule,
     Misfire,
+    RunOutcome,
     RunRecord,
     Schedule,
     ScheduleState,
@@ -152,8 +153,11 @@ class ScheduleService:
     def _release_head(self, schedule: Schedule) -> None:
         """Send the waiting occurrence (and its successors) if due within the direct window:
         a sweep may already have passed its time, so nobody else would."""
-        head = self._head(schedule)
         now = self._clock.now_ms()
+        # Occurrences the first request took and did not send (it died): sent by this repeat.
+        if self._releaser.release(self._unsent(schedule, now), owned=False, by="schedule").failed:
+            raise Unavailable(f"schedule {schedule.id}: its occurrences could not be sent; retry")
+        head = self._head(schedule)
         if head is None or head.status is not Status.PENDING:
             return
         if head.due_ms > now + DIRECT_WINDOW_MS:
@@ -313,10 +317,26 @@ class ScheduleService:
         head = self._head(schedule)
         if head is not None and head.status is Status.CANCELLED and not head.chained:
             head = self._chain.advance(head, now_ms=now).successor
+        owed = self._unsent(schedule, now)
         if head is not None and head.status is Status.PENDING:
-            released = self._releaser.release([head], owned=False, by="schedule")
-            if released.failed:
-                raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent")
+            owed.append(head)
+        released = self._releaser.release(owed, owned=False, by="schedule")
+        if released.failed:
+            raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent")
+
+    def _unsent(self, schedule: Schedule, now: int) -> list[Job]:
+        """Occurrences already decided (fired) but still pending within the direct window: an
+        earlier call took them to send and died first. A repeat of that call (a create or a
+        resume) sends them; the release takes each only once its taker is SUBMIT_IN_FLIGHT
+        late, so a live one is left to finish."""
+        unsent = []
+        for record, job in self._recent(schedule):
+            if record.at_ms < now - DIRECT_WINDOW_MS:
+                break
+            fired = record.outcome is RunOutcome.FIRED
+            if fired and job is not None and job.status is Status.PENDING and job.direct:
+                unsent.append(job)
+        return unsent
 
     def _resume(self, key: JobKey, now: int, *, direct: bool) -> Job | None:
         resumed, job = self._store.resume(

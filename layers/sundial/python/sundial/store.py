@@ -110,6 +110,7 @@ def job_to_item(job: Job) -> Item:
         ("next_attempt_at", job.next_attempt_at_ms),
         ("retry_attempt", job.retry_attempt),
         ("paused_at", job.paused_at_ms),
+        ("resumed_at", job.resumed_at_ms),
     ):
         if value is not None:
             item[name] = _n(value)
@@ -254,6 +255,7 @@ def item_to_job(item: Item) -> Job:
         retry_attempt=_opt_int(item, "retry_attempt"),
         dag=_dag_from_item(item),
         paused_at_ms=_opt_int(item, "paused_at"),
+        resumed_at_ms=_opt_int(item, "resumed_at"),
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
     )
