@@ -174,3 +174,42 @@ def test_a_due_soon_submit_on_a_paused_queue_costs_one_transaction(
     counted.jobs.submit(SubmitJob(queue="default", delay_seconds=60))
     assert meter.requests == Counter({"transaction": 1})
     assert meter.transaction_items == 2
+
+
+def test_found_by_chaos_a_resume_that_dies_after_taking_a_job_loses_nothing(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """(make chaos, seed 8) A queue's resume took a job of its catch-up (made it direct) and
+    died before sending it. The sweepers finishing the catch-up found it taken and struck its
+    shard off anyway, so nothing ever sent it. Now the shard stays owed until the taker is
+    SUBMIT_IN_FLIGHT late, and the next pass sends it."""
+    deps.queue_control.pause("default")
+    _cursors_ahead(deps, clock)
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=300)).job.id
+    # Given a resume whose catch-up ran out of time at once (every shard still owed), and a
+    # repeat of it two and a half minutes later that takes the job and dies
+    deps.queue_control.resume("default", has_time=lambda: False)
+    clock.advance(seconds=150)
+    resumer, session = _hooked(clock)
+
+    taking: list[bool] = []
+
+    def note_the_take(params: dict[str, Any], **_: Any) -> None:
+        taking.append("SET direct = :true" in params.get("UpdateExpression", ""))
+
+    def crash_after_the_take(**_: Any) -> None:
+        if taking and taking[-1]:
+            raise Crash("died after taking the job")
+
+    session.events.register("provide-client-params.dynamodb.UpdateItem", note_the_take)
+    session.events.register("after-call.dynamodb.UpdateItem", crash_after_the_take)
+    with pytest.raises(Crash):
+        resumer.queue_control.resume("default")
+    assert deps.jobs.get(job_id).direct
+    # When a sweep finishes the (stale) catch-up while that take is fresh
+    clock.advance(seconds=5)
+    deps.sweeper.sweep(ALL_SHARDS)
+    # Then the job's shard is still owed, and the job is sent once
+    assert deps.queue_states.get("default").catching_up
+    assert _arrivals(deps, clock)[job_id] == 1
+    assert not deps.queue_states.get("default").catching_up
