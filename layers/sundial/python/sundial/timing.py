@@ -43,7 +43,15 @@ Other write sequences and what they interleave with:
 - A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
   conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
   first took less than CATCH_UP_STALE ago (queue_control) and keeps it on the `held` list, so it
-  is sent once; only a job sent, gone or finished is struck off.
+  is sent once; only a job sent, gone or finished is struck off. Likewise a shard of the catch-up
+  range is struck off only when none of its jobs is left taken by another caller that has not
+  sent it (Released.busy): that caller may have died (a resume that crashed after its take), and
+  the next pass takes the job once the take is SUBMIT_IN_FLIGHT old.
+- A call that took due-soon jobs to send them itself (a job resume, a schedule create or
+  resume) and died before sending leaves them `direct` below the cursor: no sweep takes them.
+  The client's repeat of that call (the API asks for it: no answer, 503) finishes the work once
+  SUBMIT_IN_FLIGHT has passed: a job resume resumes a stale direct job again; a schedule's create
+  or resume sends every fired occurrence still pending in the window (ScheduleService._unsent).
 - Parking a paused schedule's occurrence (a sweep reaching it, a release, or the schedule's pause
   itself) is one transaction with a check that the schedule is still paused (ScheduleStore.park).
   A resume that lands first makes the park fail; the parker decides again (the occurrence fires)
