@@ -163,3 +163,18 @@ def test_extra_overlapping_schedule_pause_and_resume(
     else:
         assert state is ScheduleState.ACTIVE
         assert fired == Counter({"2026-11-21T12:30:00.000Z": 1, "2026-11-21T13:30:00.000Z": 1})
+
+
+def test_found_on_the_way_a_resumed_schedule_carries_no_expiry(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """Moving a schedule to `resuming` used to write deleted_at and expires_at = 0 on its item;
+    expires_at is the table's TTL attribute, so DynamoDB would have deleted the schedule."""
+    schedule = _create(deps)
+    deps.schedules.pause(schedule.id)
+    deps.schedules.resume(schedule.id)
+    item = boto3.client("dynamodb").get_item(
+        TableName="sundial-jobs", Key={"pk": {"S": f"sched#{schedule.id}"}, "sk": {"S": "schedule"}}
+    )["Item"]
+    assert "expires_at" not in item and "deleted_at" not in item
+    assert item["state"]["S"] == "active"

@@ -38,6 +38,9 @@ from sundial.submission import DEFAULT_MAX_ATTEMPTS
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 _RUN_PAGE = 100
+# How far back a repeated create or resume looks for occurrences its first call took and did
+# not send.
+UNSENT_LOOKBACK_MS = 6 * 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,8 @@ class ScheduleService:
         # call's to send (direct: no sweeper claims it; the cursor may have passed it).
         head = self._occurrence(schedule, first, now)
         head.direct = head.due_ms <= now + DIRECT_WINDOW_MS
+        if head.direct:
+            head.resumed_at_ms = now  # taken by this call: another may take it over once stale
         earlier = self._schedules.create(schedule, self._store.new_job_write(head))
         if earlier is not None:
             return self._repeat(earlier, request, now)  # a racing repeat wrote it first
@@ -325,13 +330,14 @@ class ScheduleService:
             raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent")
 
     def _unsent(self, schedule: Schedule, now: int) -> list[Job]:
-        """Occurrences already decided (fired) but still pending within the direct window: an
-        earlier call took them to send and died first. A repeat of that call (a create or a
+        """Occurrences already decided (fired) but still pending and direct: an earlier call
+        took them to send and died first (looking back UNSENT_LOOKBACK: a client repeats a
+        request that got no answer well within that). A repeat of that call (a create or a
         resume) sends them; the release takes each only once its taker is SUBMIT_IN_FLIGHT
         late, so a live one is left to finish."""
         unsent = []
         for record, job in self._recent(schedule):
-            if record.at_ms < now - DIRECT_WINDOW_MS:
+            if record.at_ms < now - UNSENT_LOOKBACK_MS:
                 break
             fired = record.outcome is RunOutcome.FIRED
             if fired and job is not None and job.status is Status.PENDING and job.direct:

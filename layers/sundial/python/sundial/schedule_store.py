@@ -226,10 +226,12 @@ class ScheduleStore:
             sets.append("paused_at = :now")
         elif to is ScheduleState.ACTIVE:
             removes.append("paused_at")
-        else:
+        elif to is ScheduleState.DELETED:
             sets += ["deleted_at = :now", "expires_at = :expires"]
             values[":expires"] = _n(expires_at_s or 0)
-        if to is not ScheduleState.ACTIVE:
+        # (RESUMING changes the state only. It used to fall into the DELETED branch, which set
+        # deleted_at and an expiry of 0: DynamoDB's TTL would have removed a resumed schedule.)
+        if to in (ScheduleState.PAUSED, ScheduleState.DELETED):
             values[":now"] = _n(now_ms)
         allowed = {f":w{i}": _s(str(state)) for i, state in enumerate(when)}
         moved, item = self._write_if(
