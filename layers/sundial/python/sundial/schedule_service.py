@@ -280,10 +280,13 @@ class ScheduleService:
     def _release_paused(self, schedule: Schedule, now: int) -> None:
         """Resume's work, repeatable: every paused occurrence is released or skipped."""
         held = []
-        for _, job in self._recent(schedule):
-            if job is None or job.status is not Status.PAUSED:
+        # Every paused one in the lookback, not just the newest run of them: a later occurrence
+        # may have been released meanwhile (a queue's catch-up) while earlier ones stay parked.
+        for record, job in self._recent(schedule):
+            if record.at_ms < now - UNSENT_LOOKBACK_MS:
                 break
-            held.append(job)  # newest first
+            if job is not None and job.status is Status.PAUSED:
+                held.append(job)  # newest first
         head = self._head(schedule)
         late = [job for job in held if now - job.due_ms > MISFIRE_GRACE_MS]
         ahead = [job for job in held if job not in late]
