@@ -66,9 +66,10 @@ test: deps lint ## Lint, run every test, synth and cfn-lint
 	$(MAKE) --no-print-directory cfn-lint
 
 .PHONY: chaos
-CHAOS_JOBS ?= 10000
+# Jobs submitted; under the injected faults about 96% are accepted, so 10500 gives 10,000 or more.
+CHAOS_JOBS ?= 10500
 CHAOS_SEED ?= 1
-chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10000) with random faults; non-zero on any violation
+chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10500) with random faults; non-zero on any violation
 	$(PY) -m tests.simulation --chaos --jobs $(CHAOS_JOBS) --seed $(CHAOS_SEED)
 
 .PHONY: run
