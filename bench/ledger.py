@@ -23,9 +23,9 @@ from bench.meter import Call
 from bench.prices import MILLION, PRICES, Prices
 from bench.system import InProcessSundial, Invocation, payload
 from sundial.clock import to_rfc3339
-from sundial.envelope import Envelope
 from sundial.ids import JobKey
 from sundial.timing import SWEEP_LOOKAHEAD_MS
+from sundial.transport.envelope import Envelope
 from tests.support import DAILY_REPORT
 
 HOUR_MS = 3_600_000

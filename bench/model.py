@@ -33,7 +33,7 @@ from bench.latency import (
     SQS_MS,
     vcpu_share,
 )
-from sundial.sweeper import CLAIM_CONCURRENCY
+from sundial.dispatch.sweeper import CLAIM_CONCURRENCY
 
 PARTITION_WCU_PER_S = 1_000
 WRITES_PER_JOB = 3
@@ -41,7 +41,7 @@ TABLE_WCU_PER_S = 40_000
 LAMBDA_CONCURRENCY = 1_000
 API_REQUESTS_PER_S = 10_000
 SWEEP_BUDGET_S = 55
-FLUSH = 100  # jobs a sweeper claims before it sends them (sundial.sweeper._FLUSH_AT)
+FLUSH = 100  # jobs a sweeper claims before it sends them (sundial.dispatch.sweeper._FLUSH_AT)
 SQS_BATCH = 10
 SHARD_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 

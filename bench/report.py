@@ -443,7 +443,7 @@ consumer reads. A receiver short-polled the queue every {result["poll_gap_median
 Lateness = that moment − the job's due time. (A long-polling receiver would measure moto, not
 Sundial: moto re-checks delayed messages only once a second during a long poll.) All these
 jobs are due within 15 minutes, so the submit path sends them itself with `DelaySeconds`; the
-sweeper path uses the same rounding (`sundial.sender.delay_seconds`).
+sweeper path uses the same rounding (`sundial.transport.sender.delay_seconds`).
 
 | jobs | received | missing | duplicates | early | p50 | p95 | p99 | max | mean |
 |---|---|---|---|---|---|---|---|---|---|

@@ -35,11 +35,11 @@ from ulid import ULID
 from bench.localrun import free_port
 from bench.meter import AwsMeter, emulator_wall_s
 from bench.system import PAYLOAD, BenchClock
+from sundial.dispatch.sweeper import Sweeper
 from sundial.ids import JobKey
-from sundial.models import Job, Priority
-from sundial.sender import QueueSender
-from sundial.store import JobStore
-from sundial.sweeper import Sweeper
+from sundial.model.job import Job, Priority
+from sundial.store.jobs import JobStore
+from sundial.transport.sender import QueueSender
 from tests.support import TABLE, create_queues, create_table
 
 MINUTE_MS = 60_000

@@ -37,8 +37,8 @@ from bench.latency import ONE_VCPU_MB, modelled_ms, vcpu_share
 from bench.meter import AwsMeter, Call, emulator_wall_s
 from sundial.clock import ManualClock
 from sundial.consumer import JobConsumer
-from sundial.envelope import Envelope
-from sundial.sweeper import CLAIM_CONCURRENCY
+from sundial.dispatch.sweeper import CLAIM_CONCURRENCY
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.support import (
     TABLE,

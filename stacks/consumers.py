@@ -42,7 +42,7 @@ class QueueConsumer(Construct):
     also get, update and put items in `table` and query its queue states, send to `queue`
     (retries, as new messages with DelaySeconds) and, if given, send to `dead_letter_queue`
     (jobs that are dead) and to each of `dag_child_queues`: when a job of this queue is a DAG
-    node, its success releases its children by sending them to their queues (sundial.dags),
+    node, its success releases its children by sending them to their queues (sundial.services.dags),
     so list the queues of the nodes that can follow this queue's nodes (none: this queue runs
     no DAG nodes with children on other queues). A queue of Sundial's `JobQueues` that has a
     priority queue brings it along (JobQueues.send_targets): a critical or high job of it,

@@ -1,5 +1,5 @@
 """The dead-letter indexer: every queue's DLQ feeds one function that indexes each message in
-the job table (sundial.dead_letters), where the API browses, replays and purges them."""
+the job table (sundial.services.dead_letters), where the API browses, replays and purges them."""
 
 from __future__ import annotations
 

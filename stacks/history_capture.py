@@ -1,5 +1,5 @@
 """History capture: the job table's stream feeds the history Lambda, which writes every job
-state change to the raw history bucket (sundial.history)."""
+state change to the raw history bucket (sundial.history.capture)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from sundial.queue_state import QUEUES_PK
+from sundial.store.queue_states import QUEUES_PK
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
@@ -15,7 +15,7 @@ TTL_ATTRIBUTE = "expires_at"
 
 
 def grant_read_queue_states(table: dynamodb.ITable, grantee: iam.IGrantable) -> iam.Grant:
-    """Query the queue states (which queues are paused: one partition, sundial.queue_state)
+    """Query the queue states (which queues are paused: one partition, sundial.store.queue_states)
     and nothing else: the query is allowed only on that partition key. For a function that
     releases DAG nodes, whose queue's pause must hold them, and needs no other query."""
     return iam.Grant.add_to_principal(

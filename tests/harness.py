@@ -9,12 +9,13 @@ from typing import Any
 import boto3
 
 from sundial.clock import ManualClock
-from sundial.consumer import ConsumerDeps, JobConsumer
-from sundial.envelope import Envelope
-from sundial.sender import QueueSender
-from sundial.store import JobStore
-from sundial.submission import SubmitJob
-from sundial.sweeper import Sweeper
+from sundial.consumer import MAX_RESULT_BYTES, ConsumerDeps, JobConsumer
+from sundial.dispatch.sweeper import Sweeper
+from sundial.model.submission import SubmitJob
+from sundial.services.dags import DagProgress
+from sundial.store.jobs import JobStore
+from sundial.transport.envelope import Envelope
+from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, SentMessages, WriteMeter, sqs_event
 
@@ -44,16 +45,25 @@ class Harness:
             self.calls.append(envelope)
             return function(envelope)
 
+        queues = QueueSender(sqs, deps.settings.queue_urls)
+        dag_progress = DagProgress(  # on the consumer's own clients, as the Lambda has them
+            store=store,
+            sender=queues,
+            clock=clock,
+            retention_days=deps.settings.retention_days,
+            inline_results_bytes=MAX_RESULT_BYTES,
+            releaser=wired.releaser,  # as the Lambdas are wired: a queue pause holds nodes
+        )
         self.consumer = JobConsumer(
             recorded,
             deps=lambda: ConsumerDeps(
                 store=store,
-                queues=QueueSender(sqs, deps.settings.queue_urls),
+                queues=queues,
                 dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
                 settings=deps.settings,
                 clock=clock,
                 rng=random.Random(42),
-                releaser=wired.releaser,  # as the Lambdas are wired: a queue pause holds nodes
+                dags=lambda: dag_progress,
             ),
             **options,
         )

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 from moto.dynamodb.responses import DynamoHandler
 
 from sundial.local.triggers import sqs_record, stream_record
-from sundial.queue_state import QUEUES_PK
+from sundial.store.queue_states import QUEUES_PK
 
 if TYPE_CHECKING:
     import pytest
@@ -177,7 +177,7 @@ class WriteMeter:
             if params["Key"]["sk"]["S"] in self.PER_SHARD:
                 self.requests[params["Key"]["sk"]["S"]] += 1
             elif params["Key"]["pk"]["S"] == QUEUES_PK:
-                self.requests["queue"] += 1  # a queue's state (sundial.queue_state)
+                self.requests["queue"] += 1  # a queue's state (sundial.store.queue_states)
             elif ":cancelled" in values:
                 self.requests["cancel"] += 1
             elif ":token" in values:

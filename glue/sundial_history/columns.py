@@ -24,7 +24,7 @@ class TableSpec:
 
 
 # One line of raw history (gzip JSON lines written by the history Lambda; the pydantic model
-# sundial.history.HistoryEvent is the writer's side). Times are epoch milliseconds, UTC.
+# sundial.history.capture.HistoryEvent is the writer's side). Times are epoch milliseconds, UTC.
 RAW_EVENT: tuple[Column, ...] = (
     ("v", "int"),
     ("event_id", "string"),

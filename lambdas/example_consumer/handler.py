@@ -10,8 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.clock import Clock, SystemClock
 from sundial.consumer import JobConsumer
-from sundial.envelope import Envelope
-from sundial.submission import parse_rfc3339
+from sundial.model.submission import parse_rfc3339
+from sundial.transport.envelope import Envelope
 
 logger = Logger()
 tracer = Tracer()

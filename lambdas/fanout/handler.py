@@ -7,7 +7,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sundial.fanout import fan_out
+from sundial.dispatch.fanout import fan_out
 from sundial.wiring import dependencies
 
 logger = Logger()

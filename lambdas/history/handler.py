@@ -1,5 +1,5 @@
 """The job table's DynamoDB stream -> job history in S3 (gzip JSON lines per event date),
-with partial batch responses (see sundial.history)."""
+with partial batch responses (see sundial.history.capture)."""
 
 from typing import Any
 

@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sundial.sweeper import SweepRequest
+from sundial.dispatch.sweeper import SweepRequest
 from sundial.wiring import dependencies
 
 logger = Logger()

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from sundial.ids import JobKey
-from sundial.submission import MAX_PAYLOAD_BYTES
+from sundial.model.submission import MAX_PAYLOAD_BYTES
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, http_api_event, load_handler
 

@@ -11,8 +11,8 @@ import pytest
 
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import NonRetryableError
-from sundial.envelope import Envelope
-from sundial.models import Status
+from sundial.model.job import Status
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
 from tests.harness import Harness, delayed_job
 from tests.support import FakeLambdaContext, http_api_event, load_handler, sqs_event

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from pydantic import ValidationError
 
-from sundial.submission import SubmitJob
+from sundial.model.submission import SubmitJob
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, load_handler
 

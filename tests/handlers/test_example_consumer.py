@@ -12,8 +12,8 @@ import boto3
 import pytest
 
 from sundial.clock import ManualClock
-from sundial.models import Status
-from sundial.submission import SubmitJob
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, load_handler, sqs_event
 

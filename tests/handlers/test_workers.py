@@ -12,9 +12,9 @@ import boto3
 import pytest
 
 from sundial.clock import ManualClock
-from sundial.envelope import Envelope
-from sundial.models import Priority, Status
-from sundial.submission import SubmitJob
+from sundial.model.job import Priority, Status
+from sundial.model.submission import SubmitJob
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
 from sundial.worker import Worker
 from tests.support import FakeLambdaContext, http_api_event, load_handler, receive_all

@@ -16,7 +16,7 @@ from stacks.consumers import QueueConsumer
 from stacks.job_queues import JobQueues
 from stacks.settings import QueueSettings, SundialSettings
 from stacks.sundial import SundialStack
-from sundial.queue_state import QUEUES_PK
+from sundial.store.queue_states import QUEUES_PK
 from tests.infrastructure.synthesis import Synthesized, allowed_actions, cdk_json_context
 
 pytestmark = pytest.mark.infra

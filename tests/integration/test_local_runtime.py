@@ -31,7 +31,7 @@ from sundial.ids import JobKey
 from sundial.local.history import HistoryLocation, export_history, history_location
 from sundial.local.provision import assign_names
 from sundial.local.template import LocalTemplate
-from sundial.submission import parse_rfc3339
+from sundial.model.submission import parse_rfc3339
 from sundial_history.jobs import run_compaction, run_report
 from tests.infrastructure.synthesis import Synthesized
 from tests.support import DAILY_REPORT

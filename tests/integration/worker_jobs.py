@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from sundial.envelope import Envelope
+from sundial.transport.envelope import Envelope
 
 
 def _log(line: str) -> None:

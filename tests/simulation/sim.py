@@ -45,17 +45,17 @@ import moto.core.utils
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-import sundial.sweeper
+import sundial.dispatch.sweeper
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import JobConsumer
-from sundial.dags import SubmitDag
-from sundial.envelope import Envelope
 from sundial.errors import Conflict, SundialError, Unavailable
 from sundial.ids import JobKey
-from sundial.lifecycle import LifecycleDeps
-from sundial.models import Status
-from sundial.schedules import CreateSchedule, Misfire, ScheduleState
-from sundial.submission import SubmitJob
+from sundial.model.job import Status
+from sundial.model.schedule import CreateSchedule, Misfire, ScheduleState
+from sundial.model.submission import SubmitJob
+from sundial.runs.attempts import LifecycleDeps
+from sundial.services.dags import SubmitDag
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.support import (
     DAILY_REPORT,
@@ -274,7 +274,7 @@ class Slot:
                 settings=self.deps.settings,
                 clock=world.clock,
                 rng=random.Random(world.rng.random()),
-                releaser=self.deps.releaser,
+                dags=lambda: self.deps.dag_progress,
             ),
         )
 
@@ -779,7 +779,7 @@ def _moto_at(clock: ManualClock) -> Iterator[None]:
     with (
         mock_aws(),
         mock.patch.object(moto.core.utils, "utcnow", now),
-        mock.patch.object(sundial.sweeper, "ThreadPoolExecutor", InlineExecutor),
+        mock.patch.object(sundial.dispatch.sweeper, "ThreadPoolExecutor", InlineExecutor),
         mock.patch.dict(
             "os.environ",
             {

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sundial.clock import ManualClock
-from sundial.envelope import Envelope
 from sundial.errors import Conflict
-from sundial.leases import AckRequest, LeaseRequest
-from sundial.models import Status
+from sundial.model.job import Status
+from sundial.runs.leases import AckRequest, LeaseRequest
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
 from tests.harness import Harness, delayed_job
 from tests.support import DAILY_REPORT, FakeLambdaContext, sqs_event

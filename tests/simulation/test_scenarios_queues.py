@@ -15,8 +15,8 @@ from ulid import ULID
 
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
-from sundial.models import Job, Priority, Status
-from sundial.submission import SubmitJob
+from sundial.model.job import Job, Priority, Status
+from sundial.model.submission import SubmitJob
 from sundial.wiring import Dependencies, configure
 from tests.support import WriteMeter, receive_all
 

@@ -15,8 +15,8 @@ import boto3
 from sundial.clock import ManualClock
 from sundial.errors import Conflict
 from sundial.ids import JobKey
-from sundial.models import Status
-from sundial.schedules import CreateSchedule, Schedule, ScheduleState
+from sundial.model.job import Status
+from sundial.model.schedule import CreateSchedule, Schedule, ScheduleState
 from sundial.wiring import Dependencies, configure
 from tests.support import receive_all
 

@@ -13,12 +13,12 @@ from botocore.exceptions import ClientError
 from ulid import ULID
 
 from sundial.clock import ManualClock
+from sundial.dispatch.sweeper import Sweeper
 from sundial.ids import JobKey
-from sundial.models import Job, Priority, Status
-from sundial.sender import QueueSender
-from sundial.store import JobStore, job_to_item
-from sundial.sweeper import Sweeper
+from sundial.model.job import Job, Priority, Status
+from sundial.store.jobs import JobStore, job_to_item
 from sundial.timing import CLAIM_LEASE_MS
+from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all
 

@@ -12,10 +12,10 @@ import pytest
 from sundial.api.models import JobDetail
 from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
-from sundial.envelope import Envelope
 from sundial.errors import Conflict
-from sundial.models import Status
-from sundial.submission import SubmitJob
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.harness import ALL_SHARDS, Harness, delayed_job
 from tests.support import FakeLambdaContext, sqs_event

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sundial.dag_graph import check_graph, children_of, find_cycle
 from sundial.errors import InvalidInput
+from sundial.model.dag_graph import check_graph, children_of, find_cycle
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""A whole-queue pause holds DAG nodes as it holds any job of the queue (sundial.queue_state):
+"""A whole-queue pause holds DAG nodes as it holds any job of the queue (store.queue_states):
 roots released at DAG submit, children released when their parents finish, and what a DAG
 resume releases all stay `pending` in the table, recorded for the queue's catch-up, and are
 sent exactly once when the queue resumes. Against moto, with the injected clock."""
@@ -11,9 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from sundial.clock import ManualClock
-from sundial.dags import DagStatus, DagView
-from sundial.models import Job, Status
-from sundial.queue_state import QueueStateStore
+from sundial.model.job import Job, Status
+from sundial.services.dags import DagStatus, DagView
+from sundial.store.queue_states import QueueStateStore
 from sundial.wiring import Dependencies
 from tests.harness import ALL_SHARDS
 from tests.support import DAILY_REPORT

@@ -7,8 +7,8 @@ from dataclasses import replace
 from ulid import ULID
 
 from sundial.ids import DagKey, JobKey
-from sundial.models import DagLink, Job, OnFailure, ParentResults, Priority, Status
-from sundial.store import item_to_job, job_to_item
+from sundial.model.job import DagLink, Job, OnFailure, ParentResults, Priority, Status
+from sundial.store.jobs import item_to_job, job_to_item
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000

@@ -1,4 +1,4 @@
-"""DAG workflows against moto: the consumer SDK runs the nodes (through sundial.lifecycle, as
+"""DAG workflows against moto: the consumer SDK runs the nodes (through sundial.runs.attempts, as
 both runners do), the injected clock drives SQS delays and retries, nothing sleeps."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from botocore.exceptions import ClientError
 
 from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
-from sundial.dags import DagStatus, DagView, SubmitDag
-from sundial.envelope import Envelope
 from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey
-from sundial.models import Status
-from sundial.store import job_to_item
+from sundial.model.job import Status
+from sundial.services.dags import DagStatus, DagView, SubmitDag
+from sundial.store.jobs import job_to_item
+from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.harness import ALL_SHARDS, Harness
 from tests.support import (

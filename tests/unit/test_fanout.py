@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sundial.fanout import LambdaLauncher, fan_out, shard_groups
+from sundial.dispatch.fanout import LambdaLauncher, fan_out, shard_groups
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, load_handler
 

@@ -12,9 +12,9 @@ import boto3
 import pytest
 
 from sundial.clock import ManualClock
-from sundial.dags import SubmitDag
-from sundial.history import HistoryEvent
-from sundial.submission import SubmitJob
+from sundial.history.capture import HistoryEvent
+from sundial.model.submission import SubmitJob
+from sundial.services.dags import SubmitDag
 from sundial.wiring import Dependencies, history_recorder
 from tests.harness import ALL_SHARDS, Harness
 from tests.support import DAILY_REPORT, TABLE, FakeLambdaContext, StreamReader, create_table

@@ -3,7 +3,7 @@ and the Glue jobs' column list (and the synthetic generator writes it too)."""
 
 from __future__ import annotations
 
-from sundial.history import HistoryEvent, is_job_key
+from sundial.history.capture import HistoryEvent, is_job_key
 from sundial_history.columns import RAW_EVENT, names
 from sundial_history.synthetic import generate_events
 

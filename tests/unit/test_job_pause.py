@@ -9,13 +9,13 @@ import pytest
 from pydantic import JsonValue
 
 from sundial.clock import ManualClock
+from sundial.dispatch.sweeper import Sweeper
 from sundial.errors import Conflict, InvalidInput, JobNotFound
 from sundial.ids import JobKey
-from sundial.models import Status
-from sundial.sender import QueueSender
-from sundial.submission import SubmitJob
-from sundial.sweeper import Sweeper
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
 from sundial.timing import SUBMIT_IN_FLIGHT_MS
+from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all
 

@@ -12,8 +12,8 @@ import boto3
 
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
-from sundial.models import Priority
-from sundial.submission import SubmitJob
+from sundial.model.job import Priority
+from sundial.model.submission import SubmitJob
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.wiring import Dependencies
 from tests.support import receive_all

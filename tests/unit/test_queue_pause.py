@@ -13,10 +13,10 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.errors import QueueNotFound
 from sundial.ids import JobKey
-from sundial.models import Status
-from sundial.queue_control import CATCH_UP_STALE_MS
-from sundial.schedules import CreateSchedule
-from sundial.submission import SubmitJob
+from sundial.model.job import Status
+from sundial.model.schedule import CreateSchedule
+from sundial.model.submission import SubmitJob
+from sundial.services.queues import CATCH_UP_STALE_MS
 from sundial.wiring import Dependencies
 from tests.support import receive_all
 

@@ -11,18 +11,18 @@ from typing import Any
 import boto3
 import pytest
 
-from sundial.chain import OccurrenceChain
 from sundial.clock import ManualClock, to_rfc3339
+from sundial.dispatch.sweeper import Sweeper
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound
-from sundial.models import Priority, Status
-from sundial.queue_state import QueueStateStore
-from sundial.schedule_store import ScheduleStore
-from sundial.schedules import CreateSchedule, Misfire, RunOutcome, Schedule, ScheduleState
-from sundial.sender import QueueSender
-from sundial.store import JobStore
-from sundial.submission import parse_rfc3339
-from sundial.sweeper import Sweeper
+from sundial.model.job import Priority, Status
+from sundial.model.schedule import CreateSchedule, Misfire, RunOutcome, Schedule, ScheduleState
+from sundial.model.submission import parse_rfc3339
+from sundial.services.chain import OccurrenceChain
+from sundial.store.jobs import JobStore
+from sundial.store.queue_states import QueueStateStore
+from sundial.store.schedules import ScheduleStore
 from sundial.timing import CLAIM_LEASE_MS
+from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.harness import Harness
 from tests.support import receive_all

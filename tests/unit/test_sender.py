@@ -13,8 +13,8 @@ from ulid import ULID
 
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
-from sundial.models import Job, Priority
-from sundial.sender import Outgoing, QueueSender
+from sundial.model.job import Job, Priority
+from sundial.transport.sender import Outgoing, QueueSender
 from sundial.wiring import Dependencies
 from tests.support import receive_all
 

@@ -8,8 +8,8 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.errors import Conflict, InvalidInput, JobNotFound
 from sundial.ids import JobKey
-from sundial.models import Status
-from sundial.submission import SubmitJob
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 from sundial.wiring import Dependencies
 from tests.support import receive_all

@@ -7,8 +7,8 @@ import pytest
 from ulid import ULID
 
 from sundial.ids import JobKey, due_sk_bound
-from sundial.models import Job, Priority, Status
-from sundial.store import IdempotencyRecord, UnsafeWrite, item_to_job, job_to_item
+from sundial.model.job import Job, Priority, Status
+from sundial.store.jobs import IdempotencyRecord, UnsafeWrite, item_to_job, job_to_item
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sundial.submission import MAX_PAYLOAD_BYTES, SubmitBatch, SubmitJob, parse_rfc3339
+from sundial.model.submission import MAX_PAYLOAD_BYTES, SubmitBatch, SubmitJob, parse_rfc3339
 
 NOW = 1_763_726_400_000  # 2025-11-21T12:00:00Z
 

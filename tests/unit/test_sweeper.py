@@ -13,13 +13,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from sundial.clock import ManualClock
+from sundial.dispatch.sweeper import Sweeper
 from sundial.ids import JobKey
-from sundial.models import Status
-from sundial.sender import QueueSender
-from sundial.store import JobStore
-from sundial.submission import SubmitJob
-from sundial.sweeper import Sweeper
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
+from sundial.store.jobs import JobStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_LOOKAHEAD_MS
+from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import receive_all
 

@@ -1,199 +1,60 @@
 """The consumer SDK: wrap a plain function to make it a Sundial consumer Lambda.
 
-    from sundial.consumer import NonRetryableError, consumer
+    from sundial.consumer import Envelope, NonRetryableError, consumer
 
     @consumer(non_retryable=(InvalidAddress,))
     def handler(job: Envelope) -> dict:
         send_email(job.payload["to"])
         return {"sent": True}
 
-For each SQS record (Powertools batch processing, partial batch responses):
-1. decode and validate the envelope; a body that is not one fails the record, so SQS redrives
-   it to the DLQ after maxReceiveCount;
-2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, or if this
-   delivery is for an attempt that is no longer due (a duplicate);
-3. take the attempt: one conditional write `queued -> running` for this attempt. It fails if
-   the job was cancelled after the read, and then the function is not called: so a cancel
-   that answered 200 `cancelled` means the effect never runs, and a cancel that comes after
-   this write answers 409 (the attempt has started). A redelivery of a `running` attempt
-   (its runner stopped renewing the message's visibility: it died) takes it over;
-4. call the function;
-5. end the attempt with one conditional write: `succeeded` with the result, or on an exception
-   `failed` with the error and the retry scheduled (SQS DelaySeconds up to 15 minutes, a
-   timer item in the table beyond), or `dead` when attempts run out or the error is
-   non-retryable, and then the envelope goes to the queue's DLQ.
-A failure of Sundial's own bookkeeping (DynamoDB or SQS unavailable) fails the record, so SQS
-delivers it again and the fence picks up where it stopped. Nothing runs twice for a job that
-succeeded: the fence sees `succeeded`, and the success write is conditional on the attempt.
+This module is the SDK's whole public surface. Importing it loads the attempt lifecycle, the
+job store and the SQS sender, not the API's services, schedules or DAG engine: the process's
+collaborators (sundial.wiring) are built on the first record, and the DAG engine only on the
+first DAG node. How a record is handled: sundial.runs.consumer.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
-
-from sundial.clock import Clock
-from sundial.envelope import Envelope
-from sundial.ids import JobKey
-from sundial.lifecycle import (
-    MAX_RESULT_BYTES,
-    AttemptBusyError,
-    Attempts,
-    LifecycleDeps,
-    attempt_error,
-    default_lifecycle_deps,
-)
-from sundial.models import Priority
 from sundial.retry import RetryPolicy
-from sundial.sender import QueueSender
+from sundial.runs.attempts import MAX_RESULT_BYTES, AttemptBusyError, LifecycleDeps
+from sundial.runs.consumer import Heartbeat, JobFunction, NonRetryableError
+from sundial.runs.consumer import JobConsumer as _JobConsumer
+from sundial.transport.envelope import Envelope
 
-logger = Logger(child=True)
-JobFunction = Callable[[Envelope], Any]  # returns JSON-serialisable data, or None
 # The consumer's dependencies are the lifecycle's; the old names stay for existing callers.
 ConsumerDeps = LifecycleDeps
 ConsumerBusyError = AttemptBusyError
 
 
-class NonRetryableError(Exception):
-    """Raise this (or a type listed in non_retryable) to send the job straight to `dead`."""
+def process_deps() -> LifecycleDeps:
+    """The Lambda's own collaborators, built once per process by the composition root."""
+    # Imported on the first record, not with this module: the composition root imports every
+    # service, which a consumer's cold start should not pay for before it has a job.
+    from sundial.wiring import dependencies  # noqa: PLC0415
+
+    return dependencies().attempts.deps
 
 
-class Heartbeat:
-    """While a job runs, keeps its SQS message invisible: every third of the visibility
-    timeout it pushes the visibility out by a whole timeout again. So a 10-minute job on a
-    2-minute visibility timeout is not delivered a second time, while a consumer that dies
-    stops beating and its message comes back within one timeout."""
+class JobConsumer(_JobConsumer):
+    """A consumer Lambda's record handler; `deps` defaults to the process's collaborators."""
 
-    def __init__(
-        self,
-        *,
-        queues: QueueSender,
-        queue: str,
-        receipt_handle: str,
-        visibility_s: int,
-        clock: Clock,
-        priority: Priority = Priority.NORMAL,
-    ) -> None:
-        self._queues, self._queue, self._receipt = queues, queue, receipt_handle
-        self._priority = priority  # critical and high may have come from a priority queue
-        self._visibility_s = visibility_s
-        self._clock = clock
-        self._stop = threading.Event()
-        self._beat = threading.Condition()
-        self.beats = 0
-        self._thread = threading.Thread(target=self._run, name="sundial-heartbeat", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def wait_for_beats(self, count: int, timeout_s: float) -> bool:
-        with self._beat:
-            return self._beat.wait_for(lambda: self.beats >= count, timeout=timeout_s)
-
-    def _run(self) -> None:
-        interval_ms = self._visibility_s * 1000 // 3
-        while self._clock.wait_until(self._clock.now_ms() + interval_ms, self._stop):
-            try:
-                self._queues.extend_visibility(
-                    self._queue, self._receipt, self._visibility_s, self._priority
-                )
-            except (ClientError, BotoCoreError):
-                logger.warning("heartbeat failed; the message may be delivered again")
-            with self._beat:
-                self.beats += 1
-                self._beat.notify_all()
-
-
-class JobConsumer:
     def __init__(
         self,
         function: JobFunction,
         *,
         non_retryable: tuple[type[BaseException], ...] = (),
         visibility_timeout_s: int | None = 120,
-        deps: Callable[[], LifecycleDeps] | None = None,
+        deps: Callable[[], LifecycleDeps] = process_deps,
     ) -> None:
-        """`visibility_timeout_s`: the queue's visibility timeout, which the heartbeat keeps
-        renewing while the function runs; None turns the heartbeat off."""
-        self._function = function
-        self._visibility_s = visibility_timeout_s
-        self.current_heartbeat: Heartbeat | None = None
-        self._non_retryable: tuple[type[BaseException], ...] = (NonRetryableError, *non_retryable)
-        self._deps_factory = deps or default_lifecycle_deps
-        self._attempts: Attempts | None = None
-
-    @property
-    def attempts(self) -> Attempts:
-        if self._attempts is None:
-            self._attempts = Attempts(self._deps_factory())
-        return self._attempts
-
-    @property
-    def deps(self) -> LifecycleDeps:
-        return self.attempts.deps
-
-    def lambda_handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        # A batch whose every record failed is reported item by item too, not as an error.
-        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        response = process_partial_response(
-            event=event, record_handler=self.handle_record, processor=processor, context=context
+        super().__init__(
+            function,
+            non_retryable=non_retryable,
+            visibility_timeout_s=visibility_timeout_s,
+            deps=deps,
         )
-        return dict(response)
-
-    def handle_record(self, record: SQSRecord) -> None:
-        envelope = Envelope.model_validate_json(record.body)
-        attempt = envelope.attempt
-        job = self.deps.store.get(JobKey.from_job_id(envelope.id))
-        if job is None:
-            logger.warning("job not found: expired or never accepted", extra={"id": envelope.id})
-            return
-        # A message SQS delivered before came back because its runner stopped renewing it.
-        # (Lambda's event always carries the count; a hand-made record may not.)
-        receive_count = record.raw_event.get("attributes", {}).get("ApproximateReceiveCount", "1")
-        redelivered = int(receive_count) > 1
-        if not self.attempts.admit(job, attempt, redelivered=redelivered):
-            return
-        started = self.attempts.start(job, attempt)
-        if started is None:
-            return  # cancelled since the read, or another runner took the attempt
-        try:
-            result = self._run_with_heartbeat(envelope, record.receipt_handle)
-        except Exception as error:  # every failure of the job is recorded
-            failure = attempt_error(error, attempt=attempt, at_ms=self.deps.clock.now_ms())
-            retryable = not isinstance(error, self._non_retryable)
-            self.attempts.fail(job, attempt, started_ms=started, error=failure, retryable=retryable)
-        else:
-            self.attempts.succeed(job, attempt, started_ms=started, result=result)
-
-    def _run_with_heartbeat(self, envelope: Envelope, receipt_handle: str) -> Any:
-        if self._visibility_s is None or envelope.queue not in self.deps.settings.queue_urls:
-            return self._function(envelope)
-        heartbeat = Heartbeat(
-            queues=self.deps.queues,
-            queue=envelope.queue,
-            receipt_handle=receipt_handle,
-            visibility_s=self._visibility_s,
-            clock=self.deps.clock,
-            priority=envelope.priority,
-        )
-        self.current_heartbeat = heartbeat
-        with heartbeat:
-            return self._function(envelope)
 
 
 def consumer(
@@ -205,9 +66,7 @@ def consumer(
 
     def wrap(function: JobFunction) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         job_consumer = JobConsumer(
-            function,
-            non_retryable=non_retryable,
-            visibility_timeout_s=visibility_timeout_s,
+            function, non_retryable=non_retryable, visibility_timeout_s=visibility_timeout_s
         )
         return job_consumer.lambda_handler
 
@@ -221,7 +80,9 @@ __all__ = [
     "Envelope",
     "Heartbeat",
     "JobConsumer",
+    "JobFunction",
     "NonRetryableError",
     "RetryPolicy",
     "consumer",
+    "process_deps",
 ]

@@ -12,9 +12,9 @@
   cursor, the job is taken over once CLAIM_LEASE has passed (longer than a sweeper can live).
 - Some paths make a job pending again, or write one, within DIRECT_WINDOW: resuming a paused
   job or schedule, a new schedule's first occurrences, a paused queue's due-soon jobs. A sweep
-  may already have passed them, so those paths send them themselves (sundial.release: the job
+  may already have passed them, so those paths send them themselves (services.release: the job
   is made `direct` first, so no sweeper claims it too), or, for a paused queue, record them for
-  the catch-up its resume runs (sundial.queue_state).
+  the catch-up its resume runs (sundial.store.queue_states).
 
 THE OWNER RULE (the write side of the cursor rule). A write never leaves a dispatchable job
 below its shard's cursor unless the same operation owns sending it. Where it is enforced:

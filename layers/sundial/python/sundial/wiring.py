@@ -16,26 +16,26 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from sundial.chain import OccurrenceChain
 from sundial.clock import Clock, SystemClock
-from sundial.dags import DagProgress, DagService
-from sundial.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
-from sundial.direct import DirectSender
-from sundial.fanout import LambdaLauncher, Launch
-from sundial.history import HistoryRecorder, HistorySettings, HistoryWriter
-from sundial.leases import LeaseService
-from sundial.lifecycle import Attempts, LifecycleDeps
-from sundial.queue_control import CatchUp, QueueControl
-from sundial.queue_state import QueueStateStore
-from sundial.receiver import QueueReceiver
-from sundial.release import Releaser
-from sundial.schedule_service import ScheduleService
-from sundial.schedule_store import ScheduleStore
-from sundial.sender import QueueSender
-from sundial.service import JobService
+from sundial.dispatch.fanout import LambdaLauncher, Launch
+from sundial.dispatch.sweeper import Sweeper
+from sundial.history.capture import HistoryRecorder, HistorySettings, HistoryWriter
+from sundial.runs.attempts import MAX_RESULT_BYTES, Attempts, LifecycleDeps
+from sundial.runs.leases import LeaseService
+from sundial.services.chain import OccurrenceChain
+from sundial.services.dags import DagProgress, DagService
+from sundial.services.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
+from sundial.services.direct import DirectSender
+from sundial.services.jobs import JobService
+from sundial.services.queues import CatchUp, QueueControl
+from sundial.services.release import Releaser
+from sundial.services.schedules import ScheduleService
 from sundial.settings import Settings
-from sundial.store import JobStore
-from sundial.sweeper import Sweeper
+from sundial.store.jobs import JobStore
+from sundial.store.queue_states import QueueStateStore
+from sundial.store.schedules import ScheduleStore
+from sundial.transport.receiver import QueueReceiver
+from sundial.transport.sender import QueueSender
 
 # Standard retry mode backs off on throttling; the adaptive limit keeps a burst from failing.
 _BOTO_CONFIG = Config(
@@ -100,7 +100,15 @@ class Dependencies:
 
     @cached_property
     def dag_progress(self) -> DagProgress:
-        return self.attempts.dags
+        # Parents' results are inlined into a child up to the size of one stored result.
+        return DagProgress(
+            store=self.store,
+            sender=self.sender,
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+            inline_results_bytes=MAX_RESULT_BYTES,
+            releaser=self.releaser,
+        )
 
     @cached_property
     def dags(self) -> DagService:
@@ -147,7 +155,7 @@ class Dependencies:
                 settings=self.settings,
                 clock=self.clock,
                 rng=self._random(),
-                releaser=self.releaser,
+                dags=lambda: self.dag_progress,
             )
         )
 

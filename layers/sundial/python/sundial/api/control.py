@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from sundial.api.models import ErrorBody, JobSummary
 from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
 from sundial.clock import to_rfc3339
-from sundial.queue_state import QueueState
+from sundial.store.queue_states import QueueState
 from sundial.wiring import dependencies
 
 job_control_router = Router()  # type: ignore[no-untyped-call]

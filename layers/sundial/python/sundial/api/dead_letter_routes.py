@@ -17,9 +17,9 @@ from sundial.api.models import (
     ReplayResult,
 )
 from sundial.api.routes import _INVALID, _documented, metrics
-from sundial.dead_letters import MAX_PAGE, MAX_PER_REQUEST, DeadLetterFilter
 from sundial.errors import InvalidInput
-from sundial.submission import parse_rfc3339
+from sundial.model.submission import parse_rfc3339
+from sundial.services.dead_letters import MAX_PAGE, MAX_PER_REQUEST, DeadLetterFilter
 from sundial.wiring import dependencies
 
 QueueName = Annotated[str, Path(description="A queue declared in cdk.json", max_length=40)]

@@ -1,4 +1,4 @@
-"""Response bodies of the HTTP API (requests are in sundial.submission)."""
+"""Response bodies of the HTTP API (requests are in sundial.model.submission)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from sundial.clock import to_rfc3339
-from sundial.dead_letters import MAX_PER_REQUEST, DeadLetter, DeadLetterFilter
-from sundial.envelope import Envelope
-from sundial.leases import LeasedJob
-from sundial.models import AttemptError, Job, Priority, Status
-from sundial.submission import parse_rfc3339
+from sundial.model.job import AttemptError, Job, Priority, Status
+from sundial.model.submission import parse_rfc3339
+from sundial.runs.leases import LeasedJob
+from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetter, DeadLetterFilter
+from sundial.transport.envelope import Envelope
 
 
 def _time(ms: int | None) -> str | None:

@@ -23,8 +23,8 @@ from sundial.api.models import (
     JobSummary,
 )
 from sundial.errors import Conflict, SundialError
-from sundial.service import Submitted
-from sundial.submission import SubmitBatch, SubmitJob
+from sundial.model.submission import SubmitBatch, SubmitJob
+from sundial.services.jobs import Submitted
 from sundial.wiring import dependencies
 
 JobId = Annotated[str, Path(description="The job id returned by POST /jobs", max_length=100)]

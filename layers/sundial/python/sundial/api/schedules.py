@@ -1,5 +1,5 @@
 """/schedules: recurring jobs (served by the schedules function). Each route parses, calls the
-domain (sundial.schedule_service), and shapes the response."""
+domain (sundial.services.schedules), and shapes the response."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from sundial.api.models import ErrorBody
 from sundial.api.routes import _INVALID, _documented, metrics
 from sundial.clock import to_rfc3339
 from sundial.errors import InvalidInput
-from sundial.models import Priority, Status
+from sundial.model.job import Priority, Status
+from sundial.model.schedule import CreateSchedule, Misfire, RunOutcome, RunRecord, ScheduleState
+from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
-from sundial.schedule_service import RunView, ScheduleView
-from sundial.schedules import CreateSchedule, Misfire, RunOutcome, RunRecord, ScheduleState
-from sundial.submission import parse_rfc3339
+from sundial.services.schedules import RunView, ScheduleView
 from sundial.wiring import dependencies
 
 ScheduleId = Annotated[

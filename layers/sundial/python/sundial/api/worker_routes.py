@@ -9,7 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from sundial.api.dead_letter_routes import _UNKNOWN_QUEUE, QueueName
 from sundial.api.models import ErrorBody, JobDetail, LeasedJobView, LeaseResult
 from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
-from sundial.leases import AckRequest, HeartbeatRequest, LeaseRequest, NackRequest
+from sundial.runs.leases import AckRequest, HeartbeatRequest, LeaseRequest, NackRequest
 from sundial.wiring import dependencies
 
 workers_router = Router()  # type: ignore[no-untyped-call]

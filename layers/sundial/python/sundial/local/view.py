@@ -11,9 +11,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sundial.dags import dag_status
 from sundial.local.runtime import LocalRuntime
-from sundial.models import Status
+from sundial.model.job import Status
+from sundial.services.dags import dag_status
 
 
 def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:

@@ -8,18 +8,18 @@ from dataclasses import dataclass
 
 from ulid import ULID
 
-from sundial.chain import OccurrenceChain
 from sundial.clock import Clock
-from sundial.direct import DirectSender
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
 from sundial.ids import JobKey
-from sundial.models import Job, Status
-from sundial.queue_state import MAX_HOLD_BATCH, Hold, QueueStateStore
+from sundial.model.job import Job, Status
+from sundial.model.submission import DEFAULT_MAX_ATTEMPTS, MAX_HORIZON_S, SubmitJob
 from sundial.retry import QueueRetryDefaults
-from sundial.sender import Outgoing, QueueSender
-from sundial.store import IdempotencyRecord, JobStore
-from sundial.submission import DEFAULT_MAX_ATTEMPTS, MAX_HORIZON_S, SubmitJob
+from sundial.services.chain import OccurrenceChain
+from sundial.services.direct import DirectSender
+from sundial.store.jobs import IdempotencyRecord, JobStore
+from sundial.store.queue_states import MAX_HOLD_BATCH, Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.transport.sender import Outgoing, QueueSender
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +45,8 @@ class JobService:
         chain: OccurrenceChain | None = None,
     ) -> None:
         """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
-        so a DAG node's cancellation reaches its descendants (sundial.dags). `chain` moves a
-        schedule on past a cancelled occurrence that is retried (sundial.chain)."""
+        so a DAG node's cancellation reaches its descendants (services.dags). `chain` moves a
+        schedule on past a cancelled occurrence that is retried (sundial.services.chain)."""
         self._store = store
         self._sender = sender
         self._clock = clock
@@ -150,7 +150,7 @@ class JobService:
 
     def paused_queues(self, queues: set[str]) -> set[str]:
         """Which of `queues` are paused: their due-soon jobs wait in the table, unsent, for the
-        queue's resume to catch them up (sundial.queue_state)."""
+        queue's resume to catch them up (sundial.store.queue_states)."""
         if self._queue_states is None:
             return set()
         return {queue for queue in sorted(queues) if self._queue_states.get(queue).paused}

@@ -2,8 +2,8 @@
 jobs that a sweep may already have passed, so nothing but the caller will ever send them.
 
 For each job: make it the caller's (`direct`, conditionally, so a sweeper that read it earlier
-cannot claim it too), advance its schedule if it is an occurrence (sundial.chain), then send
-it (sundial.direct). A schedule's successors that are due within the window too are released
+cannot claim it too), advance its schedule if it is an occurrence (services.chain), then send
+it (services.direct). A schedule's successors that are due within the window too are released
 the same way, one after another. A job of a paused queue is left pending and recorded for that
 queue's catch-up instead.
 """
@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sundial.chain import Action, OccurrenceChain
 from sundial.clock import Clock
-from sundial.direct import DirectSender
-from sundial.models import Job, Status
-from sundial.queue_state import Hold, QueueStateStore
-from sundial.store import JobStore
+from sundial.model.job import Job, Status
+from sundial.services.chain import Action, OccurrenceChain
+from sundial.services.direct import DirectSender
+from sundial.store.jobs import JobStore
+from sundial.store.queue_states import Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sundial.store import JobStore
+from sundial.store.jobs import JobStore
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda.client import LambdaClient

@@ -16,8 +16,8 @@ holds its cursor below jobs it sent records that it finished (a "done" item per 
 sweep), so a later sweep re-reading them does not take them over as if it had crashed.
 Claims run concurrently (a small thread pool per sweep) and are settled in the order they
 were started, so the cursor rule above is unchanged. Pending jobs of a paused queue are passed
-over (sundial.queue_state); a schedule's occurrence
-first advances its schedule (sundial.chain).
+over (sundial.store.queue_states); a schedule's occurrence
+first advances its schedule (sundial.services.chain).
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
-from sundial.chain import Action, OccurrenceChain
 from sundial.clock import Clock
 from sundial.ids import due_sk_bound
-from sundial.models import Job, Priority, Status
-from sundial.queue_control import CATCH_UP_STALE_MS, CatchUp
-from sundial.queue_state import QueueState, QueueStateStore
-from sundial.sender import SQS_BATCH, Outgoing, QueueSender
-from sundial.store import ClaimOutcome, DueRef, JobStore, Malformed
+from sundial.model.job import Job, Priority, Status
+from sundial.services.chain import Action, OccurrenceChain
+from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
+from sundial.store.jobs import ClaimOutcome, DueRef, JobStore, Malformed
+from sundial.store.queue_states import QueueState, QueueStateStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
+from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class Sweeper:
         deadline; the sweep stops early (keeping its place) when it runs short."""
         token = f"sweep:{ULID.from_timestamp(self._clock.now_ms() / 1000)}"
         # Queue states before cursors: a sweep that sees a pause started after it, so its
-        # cursors are at least those the pause recorded (sundial.queue_state).
+        # cursors are at least those the pause recorded (sundial.store.queue_states).
         states = self._queue_states.all() if self._queue_states is not None else {}
         paused = frozenset(name for name, state in states.items() if state.paused)
         cursors = self._store.read_cursors(shards)
@@ -307,7 +307,7 @@ class _ShardSweep:
             self._follow(self._chain.advance(job, now_ms=now).successor)
 
     def _occurrence(self, job: SweptJob, now: int) -> None:
-        """Advance the schedule (sundial.chain) before dispatching its occurrence."""
+        """Advance the schedule (sundial.services.chain) before dispatching its occurrence."""
         assert self._chain is not None
         advance = self._chain.decide(job, now_ms=now)  # parks it if its schedule is paused
         if advance.action is Action.FIRE:
@@ -458,7 +458,7 @@ class _ShardSweep:
 
 
 def _dag_held(job: SweptJob) -> bool:
-    """A root of a paused DAG (sundial.dags): read as a DueRef, or as a Job (a successor)."""
+    """A root of a paused DAG (services.dags): read as a DueRef, or as a Job (a successor)."""
     if isinstance(job, DueRef):
         return job.held
     return job.dag is not None and job.dag.held

@@ -23,10 +23,10 @@ from typing import Protocol
 
 from sundial.clock import Clock
 from sundial.ids import JobKey
-from sundial.models import Job, Status
-from sundial.schedule_store import Parked, ScheduleStore
-from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
-from sundial.store import JobStore
+from sundial.model.job import Job, Status
+from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
+from sundial.store.jobs import JobStore
+from sundial.store.schedules import Parked, ScheduleStore
 
 # An occurrence found still pending this long after its time was missed (nothing dispatched it
 # while it was due: an outage, a paused queue); the misfire policy decides its fate. A healthy

@@ -4,7 +4,7 @@ A lease is an SQS receive with the queue's visibility timeout (or the worker's c
 it lasts no one else receives the message. The lease token carries the receipt handle, so the
 API keeps no state of its own. Each leased job passes the same fence as the Lambda consumer
 SDK and is marked `running`; ack and nack end the attempt with the same conditional writes
-(sundial.lifecycle), then delete the message. A worker that dies stops heartbeating, its lease
+(sundial.runs.attempts), then delete the message. A worker that dies stops heartbeating, its lease
 runs out, SQS delivers the message again, and the next lease takes the attempt over.
 """
 
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from sundial.envelope import Envelope
 from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
 from sundial.ids import JobKey
-from sundial.lifecycle import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts
-from sundial.models import AttemptError, Job
-from sundial.receiver import (
+from sundial.model.job import AttemptError, Job
+from sundial.runs.attempts import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts
+from sundial.transport.envelope import Envelope
+from sundial.transport.receiver import (
     SQS_MAX_RECEIVE,
     SQS_MAX_VISIBILITY_S,
     SQS_MAX_WAIT_S,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sundial.envelope import envelope_body
-from sundial.models import Job, Priority
+from sundial.model.job import Job, Priority
+from sundial.transport.envelope import envelope_body
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient

@@ -28,12 +28,12 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from sundial.clock import Clock
-from sundial.envelope import Envelope
 from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
 from sundial.ids import JobKey
-from sundial.models import AttemptError, Job, Status
-from sundial.service import JobService
-from sundial.store import JobStore
+from sundial.model.job import AttemptError, Job, Status
+from sundial.services.jobs import JobService
+from sundial.store.jobs import JobStore
+from sundial.transport.envelope import Envelope
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -185,7 +185,7 @@ class DeadLetterIndexer:
         on_redriven: Callable[[Job], None] | None = None,
     ) -> None:
         """`on_redriven` is called with a job this indexer marked dead, so a DAG node's death
-        reaches its descendants (sundial.dags), as a death recorded by its runner does."""
+        reaches its descendants (sundial.services.dags), as a death recorded by its runner does."""
         self._store = store
         self._letters = letters
         self._clock = clock

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from sundial.clock import to_rfc3339
 from sundial.ids import DagKey
-from sundial.models import DagLink, Job, Priority
+from sundial.model.job import DagLink, Job, Priority
 
 ENVELOPE_VERSION = 1
 

@@ -1,10 +1,10 @@
 """Recurring schedules: what a client submits, and the schedule as the domain sees it.
 
-A schedule is a template plus a recurrence (sundial.recurrence). Each occurrence is an ordinary
+A schedule is a template plus a recurrence (model.recurrence). Each occurrence is an ordinary
 job whose key is derived from (schedule id, occurrence time), so writing it twice is a no-op:
   shard = the schedule's shard (fixed at creation), due = the occurrence time,
   ULID  = that time + 80 bits of sha256(schedule id, occurrence time).
-The occurrence chain (sundial.chain) writes each occurrence when the one before it is dispatched.
+The occurrence chain (services.chain) writes each occurrence when the one before it is dispatched.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from ulid import ULID
 
 from sundial.errors import InvalidInput
 from sundial.ids import JobKey
-from sundial.models import Job, Priority
-from sundial.recurrence import CronRecurrence, RateRecurrence, Recurrence, parse_rate, zone
+from sundial.model.job import Job, Priority
+from sundial.model.recurrence import CronRecurrence, RateRecurrence, Recurrence, parse_rate, zone
+from sundial.model.submission import MAX_PAYLOAD_BYTES, parse_rfc3339
 from sundial.retry import RetryPolicy
-from sundial.submission import MAX_PAYLOAD_BYTES, parse_rfc3339
 
 SCHEDULE_ID_LENGTH = 26
 _T = TypeVar("_T")

@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from sundial.errors import Unavailable
 from sundial.ids import DagKey, JobKey, shard_pk
-from sundial.models import (
+from sundial.model.job import (
     CANCELLABLE,
     AttemptError,
     DagLink,
@@ -127,7 +127,7 @@ def job_to_item(job: Job) -> Item:
 
 def _dag_to_item(dag: DagLink) -> Item:
     item: Item = {
-        # Top level, as the job history reads it (sundial.history); the rest in one map.
+        # Top level, as the job history reads it (sundial.history.capture); the rest in one map.
         "dag_id": _s(dag.dag_id),
         "dag": {
             "M": {
@@ -329,7 +329,7 @@ class ClaimOutcome:
 
 @dataclass(frozen=True, slots=True)
 class DueRef:
-    """What a sweep needs to decide about a job, without its payload (sundial.sweeper reads a
+    """What a sweep needs to decide about a job, without its payload (dispatch.sweeper reads a
     whole due range first, to dispatch higher priorities first)."""
 
     key: JobKey
@@ -342,7 +342,7 @@ class DueRef:
     retry_of: JobKey | None
     schedule_id: str | None
     chained: bool
-    held: bool  # a root of a paused DAG (sundial.dags)
+    held: bool  # a root of a paused DAG (sundial.services.dags)
 
     @property
     def id(self) -> str:
@@ -377,7 +377,7 @@ def _item_to_due_ref(item: Item) -> DueRef:
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
-    """An item in a due range that is not a valid job (sundial.sweeper marks it dead)."""
+    """An item in a due range that is not a valid job (sundial.dispatch.sweeper marks it dead)."""
 
     key: JobKey | None  # None if even its keys cannot be read as a job's
     reason: str
@@ -1010,11 +1010,11 @@ class JobStore:
     ) -> tuple[bool, Job | None]:
         """blocked -> queued, for a node all of whose parents have finished and whose DAG is not
         paused. The caller sends it to SQS next (a crash in between is repaired by the parent's
-        redelivery, see sundial.dags). With `last_parent`, that parent is counted in the same
+        redelivery, see services.dags). With `last_parent`, that parent is counted in the same
         write (the node's only remaining parent): a one-parent node costs no extra write.
         `unless_queues`: refuse a node on one of these queues (the paused ones).
         `queue_paused`: the node's queue is paused, so it becomes an ordinary pending job
-        instead (not direct, so a queue's catch-up may take it; sundial.queue_state), which the
+        instead (not direct, so a queue's catch-up may take it; store.queue_states), which the
         caller records for the catch-up.
         Returns (released, the node after the write, or as it was if not)."""
         values: Item = {

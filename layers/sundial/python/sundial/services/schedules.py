@@ -1,6 +1,6 @@
 """Create, read, pause, resume and delete recurring schedules: the domain behind /schedules.
 
-The occurrences themselves are dispatched by the sweeper (sundial.chain tells how a schedule
+The occurrences themselves are dispatched by the sweeper (services.chain tells how a schedule
 moves on). This service only starts a chain (its first occurrence), and stops and restarts it:
 - pause: the schedule stops advancing (a sweeper parks its next occurrence when it comes up),
   and occurrences already handed to SQS but not yet due are paused too: their messages still
@@ -16,14 +16,11 @@ import random
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
-from sundial.chain import MISFIRE_GRACE_MS, OccurrenceChain
 from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound, Unavailable
 from sundial.ids import JobKey
-from sundial.models import Job, Status
-from sundial.release import Releaser
-from sundial.schedule_store import Parked, ScheduleStore
-from sundial.schedules import (
+from sundial.model.job import Job, Status
+from sundial.model.schedule import (
     CreateSchedule,
     Misfire,
     RunOutcome,
@@ -33,8 +30,11 @@ from sundial.schedules import (
     check_schedule_id,
     schedule_id_for,
 )
-from sundial.store import JobStore
-from sundial.submission import DEFAULT_MAX_ATTEMPTS
+from sundial.model.submission import DEFAULT_MAX_ATTEMPTS
+from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
+from sundial.services.release import Releaser
+from sundial.store.jobs import JobStore
+from sundial.store.schedules import Parked, ScheduleStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 _RUN_PAGE = 100
@@ -320,7 +320,7 @@ class ScheduleService:
     def _repair_head(self, schedule: Schedule, now: int) -> None:
         """The waiting occurrence a paused schedule leaves behind may need moving on: one that
         was cancelled while parked (skipping one run) sits where no sweep will come again, so
-        advance the schedule from it here, as a sweep would have (idempotent, sundial.chain).
+        advance the schedule from it here, as a sweep would have (idempotent, services.chain).
         A pending one due within the window (a resume that died after advancing) is sent."""
         head = self._head(schedule)
         if head is not None and head.status is Status.CANCELLED and not head.chained:

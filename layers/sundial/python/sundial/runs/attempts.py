@@ -10,8 +10,9 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
   attempts run out or the error is not retryable, marks the job `dead` and sends it to its
   queue's DLQ.
 - For a DAG node, a success releases the children it completes, and a death applies the DAG's
-  on_failure rule (sundial.dags); the fence repeats either on a redelivery, in case the runner
-  died before finishing it.
+  on_failure rule (`DagHooks`: sundial.services.dag_progress, handed in by the composition
+  root and built on the first DAG node, so a runner of plain jobs never loads the DAG engine);
+  the fence repeats either on a redelivery, in case the runner died before finishing it.
 """
 
 from __future__ import annotations
@@ -19,20 +20,19 @@ from __future__ import annotations
 import json
 import random
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.dags import DagProgress
 from sundial.ids import JobKey
-from sundial.models import AttemptError, Job, Status
-from sundial.release import Releaser
-from sundial.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
+from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
-from sundial.store import JobStore
+from sundial.store.jobs import JobStore
+from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 
 MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
 MAX_ERROR_MESSAGE = 500
@@ -47,6 +47,24 @@ class AttemptBusyError(Exception):
     """Another delivery of the same attempt is running it now; SQS will deliver this again."""
 
 
+class DagHooks(Protocol):
+    """How a DAG moves on when one of its nodes ends (sundial.services.dag_progress)."""
+
+    def node_succeeded(self, node: Job, result_json: str | None) -> None: ...
+
+    def node_stopped(self, node: Job) -> None: ...
+
+
+class _NoDags:
+    """For a runner built without DAG support: a DAG node is an error, not silently dropped."""
+
+    def node_succeeded(self, node: Job, result_json: str | None) -> None:
+        raise RuntimeError(f"job {node.id} is a DAG node but this runner has no DAG support")
+
+    def node_stopped(self, node: Job) -> None:
+        self.node_succeeded(node, None)
+
+
 @dataclass(frozen=True)
 class LifecycleDeps:
     store: JobStore
@@ -55,9 +73,9 @@ class LifecycleDeps:
     settings: Settings
     clock: Clock
     rng: random.Random
-    # Holds a released DAG node of a paused queue for the queue's catch-up (sundial.dags);
-    # without it, nodes are sent whatever their queue's state.
-    releaser: Releaser | None = None
+    # Builds the DAG engine on the first DAG node this runner meets; None: this runner
+    # refuses DAG nodes (an error, so SQS delivers the node again elsewhere).
+    dags: Callable[[], DagHooks] | None = None
 
 
 def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptError:
@@ -74,16 +92,18 @@ def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptE
 class Attempts:
     def __init__(self, deps: LifecycleDeps) -> None:
         self.deps = deps
-        # Moves a DAG on when one of its nodes ends; parents' results are inlined up to the
-        # size of one stored result in all.
-        self.dags = DagProgress(
-            store=deps.store,
-            sender=deps.queues,
-            clock=deps.clock,
-            retention_days=deps.settings.retention_days,
-            inline_results_bytes=MAX_RESULT_BYTES,
-            releaser=deps.releaser,
-        )
+        self._dags: DagHooks | None = None
+
+    @property
+    def dags(self) -> DagHooks:
+        """Moves a DAG on when one of its nodes ends."""
+        if self._dags is None:
+            self._dags = self.deps.dags() if self.deps.dags is not None else _NoDags()
+        return self._dags
+
+    def _node_stopped(self, job: Job) -> None:
+        if job.dag is not None:  # only a DAG node needs (and loads) the DAG engine
+            self.dags.node_stopped(job)
 
     def admit(self, job: Job, attempt: int, *, redelivered: bool = False) -> bool:
         """The fence. False means: acknowledge this delivery without running the job.
@@ -104,7 +124,7 @@ class Attempts:
             return False
         if job.attempts == attempt and job.status is Status.DEAD:
             self.to_dead_letter_queue(job, attempt)  # again, in case the first send was lost
-            self.dags.node_stopped(job)  # likewise the DAG's reaction, for a DAG node
+            self._node_stopped(job)  # likewise the DAG's reaction, for a DAG node
             return False
         if job.attempts == attempt and job.status is Status.RUNNING:
             started = job.started_at_ms or 0
@@ -196,7 +216,7 @@ class Attempts:
         if not written:
             logger.warning("attempt failed; status had moved on", extra=_ids(job, attempt, current))
             if current is not None and current.status is Status.DEAD:
-                self.dags.node_stopped(current)  # a repeated report: finish the DAG's reaction
+                self._node_stopped(current)  # a repeated report: finish the DAG's reaction
             return None
         if next_at is not None:
             logger.warning("attempt failed; retry scheduled", extra=_failure(job, error, next_at))
@@ -204,7 +224,7 @@ class Attempts:
         else:
             logger.error("job is dead", extra=_failure(job, error, None))
             self.to_dead_letter_queue(job, attempt)
-            self.dags.node_stopped(job)
+            self._node_stopped(job)
         return outcome
 
     def schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
@@ -243,13 +263,6 @@ class Attempts:
 
     def _expiry(self, now_ms: int) -> int:
         return now_ms // 1000 + self.deps.settings.retention_days * 86_400
-
-
-def default_lifecycle_deps() -> LifecycleDeps:
-    """What a Lambda uses: the process's dependencies (sundial.wiring)."""
-    from sundial.wiring import dependencies  # noqa: PLC0415 - wiring imports this module
-
-    return dependencies().attempts.deps
 
 
 def _ids(job: Job, attempt: int, current: Job | None) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Whether a queue is paused, and the catch-up a resume owes it: DynamoDB access for the
-queue-state items, in the one table (see sundial.store).
+queue-state items, in the one table (see sundial.store.jobs).
 
 Item kind: ("queues", "<queue name>"). All queues' states are one small partition, so a sweeper
 reads them with one query per run.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from sundial.models import Job, Status
-from sundial.store import Item, item_to_job, query_items, transact, write_if
+from sundial.model.job import Job, Status
+from sundial.store.jobs import Item, item_to_job, query_items, transact, write_if
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient
@@ -175,7 +175,7 @@ class QueueStateStore:
         return held
 
     def hold_with(self, queue: str, writes: list[Item], *, record: Collection[str] = ()) -> Hold:
-        """Write `writes` (job entries from sundial.store: a new job, a resume, a hand-back) in
+        """Write `writes` (job entries from sundial.store.jobs: a new job, a resume, a hand-back) in
         one transaction that holds only while the queue is paused, recording the `record` job
         ids in its `held` set. So a due-soon job of a paused queue is never left pending below
         a cursor unseen: either the queue's resume (which flips `paused` first, then reads

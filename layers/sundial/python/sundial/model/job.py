@@ -17,7 +17,7 @@ class Status(StrEnum):
     FAILED = "failed"  # an attempt failed; a retry is due
     DEAD = "dead"
     CANCELLED = "cancelled"
-    BLOCKED = "blocked"  # a DAG node waiting for its parents (sundial.dags)
+    BLOCKED = "blocked"  # a DAG node waiting for its parents (sundial.services.dags)
     # Held in the table: never dispatched until resumed (POST /jobs/{id}/resume). The sweeper
     # passes over it like a finished job, so a paused job never holds a shard's cursor back.
     PAUSED = "paused"
@@ -118,7 +118,7 @@ class Job:
     paused_at_ms: int | None = None
     # When an API call (a resume, a catch-up) last took the job to send it itself (direct).
     resumed_at_ms: int | None = None
-    # An occurrence of a recurring schedule (sundial.schedules). `chained`: its successor is
+    # An occurrence of a recurring schedule (sundial.model.schedule). `chained`: its successor is
     # decided and written, so no sweep needs to advance the schedule from it again.
     schedule_id: str | None = None
     chained: bool = False

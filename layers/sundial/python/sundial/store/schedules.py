@@ -1,9 +1,9 @@
-"""DynamoDB access for schedules and their runs, in the one table (see sundial.store).
+"""DynamoDB access for schedules and their runs, in the one table (see sundial.store.jobs).
 
 Item kinds:
 - schedule: ("sched#<id>", "schedule"): the definition and its state
 - run:      ("sched#<id>", "run#<occurrence ms, 13 digits>"): the decision for one occurrence
-            (sundial.schedules.RunRecord), so the runs list is one query, newest first
+            (sundial.model.schedule.RunRecord), so the runs list is one query, newest first
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from sundial.errors import Unavailable
 from sundial.ids import SK_DIGITS, JobKey
-from sundial.models import Job, Priority
+from sundial.model.job import Job, Priority
+from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.retry import RetryPolicy
-from sundial.schedules import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
-from sundial.store import Item, item_to_job, transact, write_if
+from sundial.store.jobs import Item, item_to_job, transact, write_if
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.client import DynamoDBClient

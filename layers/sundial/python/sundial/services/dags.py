@@ -44,10 +44,10 @@ from pydantic_core import PydanticCustomError
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.dag_graph import check_graph, children_of
 from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey, JobKey
-from sundial.models import (
+from sundial.model.dag_graph import check_graph, children_of
+from sundial.model.job import (
     CANCELLABLE,
     FINISHED,
     DagLink,
@@ -57,12 +57,7 @@ from sundial.models import (
     Priority,
     Status,
 )
-from sundial.release import Releaser
-from sundial.retry import RetryPolicy
-from sundial.sender import Outgoing, QueueSender
-from sundial.service import JobService
-from sundial.store import JobStore
-from sundial.submission import (
+from sundial.model.submission import (
     MAX_HORIZON_S,
     StrictInt,
     SubmitJob,
@@ -70,7 +65,12 @@ from sundial.submission import (
     json_size,
     parse_rfc3339,
 )
+from sundial.retry import RetryPolicy
+from sundial.services.jobs import JobService
+from sundial.services.release import Releaser
+from sundial.store.jobs import JobStore
 from sundial.timing import DIRECT_WINDOW_MS
+from sundial.transport.sender import Outgoing, QueueSender
 
 # Why 100: a node's success makes one conditional write per child, inside the consumer's
 # Lambda (a fan-out to 99 children is ~100 writes and one SQS batch per 10, well inside a
@@ -540,7 +540,7 @@ class DagService:
             now_ms=now,
         )
         # A root due soon on a paused queue is left pending for the queue's catch-up, as any
-        # job submitted to it is (sundial.queue_state); the other roots are sent below.
+        # job submitted to it is (sundial.store.queue_states); the other roots are sent below.
         paused = self._jobs.paused_queues(
             {node.queue for node in request.nodes.values() if not node.depends_on}
             if start <= now + DIRECT_WINDOW_MS

@@ -11,7 +11,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sundial.models import Priority
+from sundial.model.job import Priority
 from sundial.retry import RetryPolicy
 
 MAX_PAYLOAD_BYTES = 65_536

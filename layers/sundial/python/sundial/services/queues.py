@@ -1,5 +1,5 @@
 """Pausing and resuming a whole queue (GET/POST /queues/{queue}...), and the catch-up a resume
-runs. The rules, and why they lose nothing, are in sundial.queue_state."""
+runs. The rules, and why they lose nothing, are in sundial.store.queue_states."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from sundial.clock import Clock
 from sundial.errors import QueueNotFound
 from sundial.ids import JobKey, due_sk_bound, shard_pk
-from sundial.models import Job, Status
-from sundial.queue_state import QueueState, QueueStateStore
-from sundial.release import Releaser
-from sundial.store import JobStore
+from sundial.model.job import Job, Status
+from sundial.services.release import Releaser
+from sundial.store.jobs import JobStore
+from sundial.store.queue_states import QueueState, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
 
 # A submit may read the clock a little before the pause lands (clocks of different Lambdas

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.models import Job, Status
-from sundial.sender import Outgoing, QueueSender
-from sundial.store import JobStore
+from sundial.model.job import Job, Status
+from sundial.store.jobs import JobStore
+from sundial.transport.sender import Outgoing, QueueSender
 
 
 class DirectSender:

@@ -134,7 +134,7 @@ def _event_time_ms(new: Mapping[str, Any], status: str, inserted: bool, fallback
     the stream's approximate creation time (seconds) when the item carries none."""
     stamp: int | None = None
     if status == "pending":
-        # Made pending again by a manual retry or by a resume (sundial.service).
+        # Made pending again by a manual retry or by a resume (sundial.services.jobs).
         later = _int(new, "resumed_at") or _int(new, "retried_at")
         stamp = _int(new, "created_at") if inserted else later
     elif status == "paused":

@@ -1,0 +1,1 @@
+"""The job history: DynamoDB stream records become history events in S3."""

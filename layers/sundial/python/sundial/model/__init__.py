@@ -1,0 +1,1 @@
+"""What a job, a DAG and a schedule are: data and validation. No AWS here."""

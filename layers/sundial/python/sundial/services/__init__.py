@@ -1,0 +1,1 @@
+"""The use cases behind the API: jobs, DAGs, schedules, queues, dead letters."""

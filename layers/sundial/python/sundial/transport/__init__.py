@@ -1,0 +1,1 @@
+"""SQS: the message envelope, the sender and the receiver."""
