@@ -68,7 +68,7 @@ def _job_item(shard: int, due_ms: int, *, status: str) -> dict[str, Any]:
     from bench.system import PAYLOAD  # noqa: PLC0415
     from sundial.ids import JobKey  # noqa: PLC0415
     from sundial.model.job import Job, Priority, Status  # noqa: PLC0415
-    from sundial.store.jobs import job_to_item  # noqa: PLC0415
+    from sundial.store.job_items import job_to_item  # noqa: PLC0415
 
     job = Job(
         key=JobKey(shard=shard, due_ms=due_ms, ulid=str(ULID())),
@@ -114,7 +114,7 @@ def _submit(jobs: int, *, delay_s: int, per_request: int) -> Callable[[], int]:
 
 def _sweeper(jobs: int) -> Callable[[], int]:
     from bench.capacity import item_size  # noqa: PLC0415
-    from sundial.store.jobs import _DUE_REF_ATTRIBUTES  # noqa: PLC0415
+    from sundial.store.sweeps import _DUE_REF_ATTRIBUTES  # noqa: PLC0415
     from tests.support import FakeLambdaContext, load_handler  # noqa: PLC0415
 
     shards = list(range(8))
@@ -179,7 +179,7 @@ def _sweeper(jobs: int) -> Callable[[], int]:
 def _consumer(jobs: int) -> Callable[[], int]:
     from sundial.consumer import consumer  # noqa: PLC0415
     from sundial.local.triggers import sqs_record  # noqa: PLC0415
-    from sundial.store.jobs import item_to_job  # noqa: PLC0415
+    from sundial.store.job_items import item_to_job  # noqa: PLC0415
     from sundial.transport.envelope import envelope_body  # noqa: PLC0415
     from tests.support import FakeLambdaContext  # noqa: PLC0415
 

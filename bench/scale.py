@@ -39,6 +39,7 @@ from sundial.dispatch.sweeper import Sweeper
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority
 from sundial.store.jobs import JobStore
+from sundial.store.sweeps import SweepStore
 from sundial.transport.sender import QueueSender
 from tests.support import TABLE, create_queues, create_table
 
@@ -139,8 +140,10 @@ def _sweep(
     dominates, so it barely moves the clock."""
     session = server.session()
     meter = AwsMeter(session)
+    dynamodb = server.client(session, "dynamodb")
     sweeper = Sweeper(
-        store=JobStore(server.client(session, "dynamodb"), TABLE),
+        store=JobStore(dynamodb, TABLE),
+        sweeps=SweepStore(dynamodb, TABLE),
         sender=QueueSender(server.client(session, "sqs"), queue_urls),
         clock=clock,
         claim_concurrency=claim_concurrency,

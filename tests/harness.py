@@ -12,7 +12,9 @@ from sundial.clock import ManualClock
 from sundial.consumer import MAX_RESULT_BYTES, ConsumerDeps, JobConsumer
 from sundial.dispatch.sweeper import Sweeper
 from sundial.model.submission import SubmitJob
-from sundial.services.dags import DagProgress
+from sundial.services.dag_progress import DagProgress
+from sundial.store.attempts import AttemptStore
+from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.jobs import JobStore
 from sundial.transport.envelope import Envelope
 from sundial.transport.sender import QueueSender
@@ -46,8 +48,10 @@ class Harness:
             return function(envelope)
 
         queues = QueueSender(sqs, deps.settings.queue_urls)
+        self.dag_nodes = DagNodeStore(dynamodb, deps.settings.table_name)
         dag_progress = DagProgress(  # on the consumer's own clients, as the Lambda has them
             store=store,
+            nodes=self.dag_nodes,
             sender=queues,
             clock=clock,
             retention_days=deps.settings.retention_days,
@@ -58,6 +62,7 @@ class Harness:
             recorded,
             deps=lambda: ConsumerDeps(
                 store=store,
+                attempt_store=AttemptStore(dynamodb, deps.settings.table_name),
                 queues=queues,
                 dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
                 settings=deps.settings,

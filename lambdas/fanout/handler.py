@@ -22,7 +22,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = dependencies()
     failed: list[Sequence[int]] = []
     started = fan_out(
-        store=deps.store,
+        sweeps=deps.sweeps,
         shard_count=deps.settings.shard_count,
         group_size=deps.settings.shards_per_sweeper,
         launch=deps.launcher,

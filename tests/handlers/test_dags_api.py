@@ -9,8 +9,8 @@ import boto3
 import pytest
 
 from sundial.ids import DagKey
+from sundial.model.dag import MAX_DAG_NODES
 from sundial.model.submission import MAX_PAYLOAD_BYTES
-from sundial.services.dags import MAX_DAG_NODES
 from sundial.wiring import Dependencies
 from tests.support import DAILY_REPORT as CARD_DAG
 from tests.support import FakeLambdaContext, http_api_event, load_handler

@@ -50,11 +50,11 @@ from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import JobConsumer
 from sundial.errors import Conflict, SundialError, Unavailable
 from sundial.ids import JobKey
+from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
 from sundial.model.schedule import CreateSchedule, Misfire, ScheduleState
 from sundial.model.submission import SubmitJob
 from sundial.runs.attempts import LifecycleDeps
-from sundial.services.dags import SubmitDag
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.support import (
@@ -269,6 +269,7 @@ class Slot:
             visibility_timeout_s=None,
             deps=lambda: LifecycleDeps(
                 store=self.deps.store,
+                attempt_store=self.deps.attempt_store,
                 queues=self.deps.sender,
                 dead_letters=self.deps.dead_letter_sender,
                 settings=self.deps.settings,

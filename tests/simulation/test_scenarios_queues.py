@@ -71,7 +71,7 @@ def _cursors_ahead(deps: Dependencies, clock: ManualClock) -> None:
     )
     clock.advance(seconds=180)
     deps.sweeper.sweep(ALL_SHARDS)
-    assert len(deps.store.read_cursors(ALL_SHARDS)) == len(ALL_SHARDS)
+    assert len(deps.sweeps.read_cursors(ALL_SHARDS)) == len(ALL_SHARDS)
 
 
 def _held_job(deps: Dependencies, clock: ManualClock) -> str:

@@ -16,7 +16,9 @@ from sundial.clock import ManualClock
 from sundial.dispatch.sweeper import Sweeper
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
-from sundial.store.jobs import JobStore, job_to_item
+from sundial.store.job_items import job_to_item
+from sundial.store.jobs import JobStore
+from sundial.store.sweeps import SweepStore
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
@@ -28,6 +30,7 @@ def _sweeper(deps: Dependencies, clock: ManualClock) -> tuple[Sweeper, Any, Any]
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     sweeper = Sweeper(
         store=JobStore(dynamodb, deps.settings.table_name),
+        sweeps=SweepStore(dynamodb, deps.settings.table_name),
         sender=QueueSender(sqs, deps.settings.queue_urls),
         clock=clock,
     )

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from sundial.clock import ManualClock
+from sundial.model.dag import DagStatus, DagView
 from sundial.model.job import Job, Status
-from sundial.services.dags import DagStatus, DagView
 from sundial.store.queue_states import QueueStateStore
 from sundial.wiring import Dependencies
 from tests.harness import ALL_SHARDS
@@ -149,9 +149,9 @@ def test_a_queue_resumed_while_a_parent_releases_its_child_sends_the_child_once(
         # (`held`) or a's runner can send it
         runner.harness.sweeper.sweep(ALL_SHARDS)
         # (a sweep moves on only the cursors of shards with jobs; these have none yet)
-        frontier = max(runner.deps.store.read_cursors(ALL_SHARDS).values())
+        frontier = max(runner.deps.sweeps.read_cursors(ALL_SHARDS).values())
         for shard in ALL_SHARDS:
-            runner.deps.store.advance_cursor(shard, frontier)
+            runner.deps.sweeps.advance_cursor(shard, frontier)
         clock.advance(seconds=120)
     state = runner.deps.queue_control.pause("email")
     assert state.pause_from is not None

@@ -8,7 +8,7 @@ from ulid import ULID
 
 from sundial.ids import DagKey, JobKey
 from sundial.model.job import DagLink, Job, OnFailure, ParentResults, Priority, Status
-from sundial.store.jobs import item_to_job, job_to_item
+from sundial.store.job_items import item_to_job, job_to_item
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000
@@ -59,13 +59,13 @@ def test_a_node_round_trips_with_its_dag_link() -> None:
 
 
 def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependencies) -> None:
-    store = deps.store
+    store, nodes = deps.store, deps.dag_nodes
     child = _node(2, waiting_on=2)
     store.put_new([child])
     # When parent 0 is counted twice and parent 1 once
-    first = store.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
-    again = store.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
-    last = store.count_finished_parent(child.key, parent=1, failed=True, expires_at_s=9)
+    first = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
+    again = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
+    last = nodes.count_finished_parent(child.key, parent=1, failed=True, expires_at_s=9)
     # Then the repeat was refused, and the last count left nothing to wait for
     assert first[0] and not again[0] and last[0]
     assert again[1] is not None and again[1].dag is not None
@@ -78,23 +78,23 @@ def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependenci
 
 
 def test_release_needs_no_parent_left_and_happens_once(deps: Dependencies) -> None:
-    store = deps.store
+    store, nodes = deps.store, deps.dag_nodes
     child = _node(2, waiting_on=1)
     store.put_new([child])
-    assert not store.release_node(child.key, token="t", now_ms=NOW)[0]  # still waiting
-    store.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
-    released, after = store.release_node(child.key, token="t", now_ms=NOW + 5, released_by=0)
+    assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]  # still waiting
+    nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
+    released, after = nodes.release_node(child.key, token="t", now_ms=NOW + 5, released_by=0)
     assert released and after is not None and after.dag is not None
     assert (after.status, after.queued_at_ms, after.expires_at_s) == (Status.QUEUED, NOW + 5, None)
     assert (after.dag.released_by, after.dag.released_at_ms) == (0, NOW + 5)
-    assert not store.release_node(child.key, token="t", now_ms=NOW + 6)[0]
+    assert not nodes.release_node(child.key, token="t", now_ms=NOW + 6)[0]
 
 
 def test_the_only_parent_counts_and_releases_in_one_write(deps: Dependencies) -> None:
-    store = deps.store
+    store, nodes = deps.store, deps.dag_nodes
     child = _node(1, waiting_on=1)
     store.put_new([child])
-    released, after = store.release_node(
+    released, after = nodes.release_node(
         child.key, token="t", now_ms=NOW, last_parent=0, released_by=0, results_json='{"n0":7}'
     )
     assert released and after is not None and after.dag is not None
@@ -105,27 +105,27 @@ def test_the_only_parent_counts_and_releases_in_one_write(deps: Dependencies) ->
     )
     assert after.dag.results_json == '{"n0":7}'
     # A repeat is refused and shows the node as it is
-    again, current = store.release_node(child.key, token="t", now_ms=NOW, last_parent=0)
+    again, current = nodes.release_node(child.key, token="t", now_ms=NOW, last_parent=0)
     assert not again and current is not None and current.status is Status.QUEUED
 
 
 def test_a_held_node_is_counted_but_not_released(deps: Dependencies) -> None:
-    store = deps.store
+    store, nodes = deps.store, deps.dag_nodes
     child = _node(1, waiting_on=1)
     assert child.dag is not None
     child.dag = replace(child.dag, held=True)
     store.put_new([child])
-    assert not store.release_node(child.key, token="t", now_ms=NOW, last_parent=0)[0]
-    assert store.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)[0]
-    assert not store.release_node(child.key, token="t", now_ms=NOW)[0]
+    assert not nodes.release_node(child.key, token="t", now_ms=NOW, last_parent=0)[0]
+    assert nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)[0]
+    assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]
 
 
 def test_dag_nodes_reads_the_range_and_only_the_dags_nodes(deps: Dependencies) -> None:
-    store = deps.store
+    store, nodes = deps.store, deps.dag_nodes
     store.put_new([_node(0, waiting_on=0), _node(2, waiting_on=1)])
     # A stranger inside the range: same shard and due time, a ULID between two nodes
     inside = ULID.from_int(int(ULID.from_str(DAG.base_ulid)) + 1)
     stranger = _node(0, waiting_on=0, key=JobKey(shard=3, due_ms=NOW, ulid=str(inside)))
     stranger.dag = None
     store.put_new([stranger])
-    assert [n.key for n in store.dag_nodes(DAG)] == [DAG.node_key(0), DAG.node_key(2)]
+    assert [n.key for n in nodes.dag_nodes(DAG)] == [DAG.node_key(0), DAG.node_key(2)]

@@ -17,9 +17,9 @@ from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
 from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
 from sundial.ids import DagKey
+from sundial.model.dag import DagStatus, DagView, SubmitDag
 from sundial.model.job import Status
-from sundial.services.dags import DagStatus, DagView, SubmitDag
-from sundial.store.jobs import job_to_item
+from sundial.store.job_items import job_to_item
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.harness import ALL_SHARDS, Harness
@@ -310,7 +310,7 @@ def test_cycles_and_bad_references_are_rejected_before_anything_is_written(
         with pytest.raises(InvalidInput) as raised:
             deps.dags.submit(SubmitDag.model_validate({"name": "bad", "nodes": nodes}))
         assert (raised.value.field, raised.value.reason) == (field, reason)
-    assert deps.store.dag_nodes(DagKey.new(shard=0, due_ms=0, node_count=1, now_ms=0)) == []
+    assert deps.dag_nodes.dag_nodes(DagKey.new(shard=0, due_ms=0, node_count=1, now_ms=0)) == []
 
 
 def test_a_dead_node_cancels_its_descendants_and_independent_branches_go_on(
@@ -449,17 +449,17 @@ def test_a_runner_that_dies_between_the_last_count_and_the_release_is_repaired(
 ) -> None:
     runner = DagRunner(deps, clock)
     view = runner.submit(PAIR)
-    store = runner.harness.consumer.deps.store
-    real_release = store.release_node
+    nodes = runner.harness.dag_nodes
+    real_release = nodes.release_node
 
     def die(*args: Any, **kwargs: Any) -> Any:
         raise SystemExit("Lambda killed")
 
     # Given the consumer that counts c's last parent dies before releasing c
-    monkeypatch.setattr(store, "release_node", die)
+    monkeypatch.setattr(nodes, "release_node", die)
     with pytest.raises(SystemExit):
         runner.harness.poll("default")
-    monkeypatch.setattr(store, "release_node", real_release)
+    monkeypatch.setattr(nodes, "release_node", real_release)
     c = runner.get(view).nodes[2]
     assert c.dag is not None
     assert (c.status, c.dag.waiting_on) == (Status.BLOCKED, 0)

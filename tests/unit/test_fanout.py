@@ -27,16 +27,16 @@ def test_shard_groups_cover_every_shard_once() -> None:
 def test_lowering_the_shard_count_still_sweeps_the_old_shards(deps: Dependencies) -> None:
     launched: list[Sequence[int]] = []
     # Given a deployment that once ran with 16 shards
-    assert fan_out(store=deps.store, shard_count=16, group_size=8, launch=launched.append) == 2
+    assert fan_out(sweeps=deps.sweeps, shard_count=16, group_size=8, launch=launched.append) == 2
     # When it is redeployed with 4
     launched.clear()
-    fan_out(store=deps.store, shard_count=4, group_size=8, launch=launched.append)
+    fan_out(sweeps=deps.sweeps, shard_count=4, group_size=8, launch=launched.append)
     # Then all 16 are still swept, since jobs may wait in any of them
     assert sorted(s for g in launched for s in g) == list(range(16))
-    assert deps.store.recorded_shard_count() == 16
+    assert deps.sweeps.recorded_shard_count() == 16
     # And growing raises the record
-    fan_out(store=deps.store, shard_count=32, group_size=8, launch=launched.append)
-    assert deps.store.recorded_shard_count() == 32
+    fan_out(sweeps=deps.sweeps, shard_count=32, group_size=8, launch=launched.append)
+    assert deps.sweeps.recorded_shard_count() == 32
 
 
 def test_fanout_handler_starts_one_sweeper_per_group(
@@ -93,7 +93,9 @@ def test_a_group_that_fails_to_start_does_not_stop_the_others(deps: Dependencies
         launched.append(group)
 
     failed: list[Sequence[int]] = []
-    started = fan_out(store=deps.store, shard_count=12, group_size=4, launch=launch, failed=failed)
+    started = fan_out(
+        sweeps=deps.sweeps, shard_count=12, group_size=4, launch=launch, failed=failed
+    )
     assert started == 2
     assert launched == [[4, 5, 6, 7], [8, 9, 10, 11]]
     assert failed == [[0, 1, 2, 3]]

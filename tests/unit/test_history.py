@@ -13,8 +13,8 @@ import pytest
 
 from sundial.clock import ManualClock
 from sundial.history.capture import HistoryEvent
+from sundial.model.dag import SubmitDag
 from sundial.model.submission import SubmitJob
-from sundial.services.dags import SubmitDag
 from sundial.wiring import Dependencies, history_recorder
 from tests.harness import ALL_SHARDS, Harness
 from tests.support import DAILY_REPORT, TABLE, FakeLambdaContext, StreamReader, create_table
@@ -252,8 +252,8 @@ def test_records_of_other_items_write_nothing(
     dynamodb = boto3.client("dynamodb")
     for pk, sk in (("dead#default", "x"), ("schedule#daily", "schedule"), ("shard#1", "x#y")):
         dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": pk}, "sk": {"S": sk}})
-    deps.store.advance_cursor(1, "1795276800000#")
-    deps.store.record_shard_count(8)
+    deps.sweeps.advance_cursor(1, "1795276800000#")
+    deps.sweeps.record_shard_count(8)
 
     # When they reach the history Lambda
     response = record(stream.next_event())

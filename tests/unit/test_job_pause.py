@@ -34,7 +34,7 @@ def _arrivals(deps: Dependencies) -> Counter[str]:
 
 def _cursor(deps: Dependencies, job_id: str) -> str:
     shard = JobKey.from_job_id(job_id).shard
-    return deps.store.read_cursors([shard])[shard]
+    return deps.sweeps.read_cursors([shard])[shard]
 
 
 def test_a_paused_job_is_never_dispatched_and_does_not_hold_the_cursor(
@@ -243,7 +243,7 @@ def test_the_sweeper_counts_nothing_for_a_paused_job(
 ) -> None:
     job_id = _submit(deps, 1000)
     deps.jobs.pause(job_id)
-    sweeper = Sweeper(store=deps.store, sender=deps.sender, clock=clock)
+    sweeper = Sweeper(store=deps.store, sweeps=deps.sweeps, sender=deps.sender, clock=clock)
     clock.advance(seconds=200)
     report = sweeper.sweep(ALL_SHARDS)
     assert report.seen == 1 and report.dispatched == 0 and not report.held_shards

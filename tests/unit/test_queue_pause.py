@@ -76,7 +76,7 @@ def test_pausing_a_queue_with_100_jobs_then_resuming_it(
     for job_id in others:
         assert email.visible_at[job_id] - JobKey.from_job_id(job_id).due_ms < 60_000
     # And the overdue paused jobs did not hold the cursors back
-    cursors = deps.store.read_cursors(ALL_SHARDS)
+    cursors = deps.sweeps.read_cursors(ALL_SHARDS)
     for job_id in before:
         key = JobKey.from_job_id(job_id)
         assert cursors[key.shard] > key.sk

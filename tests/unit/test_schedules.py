@@ -21,6 +21,7 @@ from sundial.services.chain import OccurrenceChain
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
+from sundial.store.sweeps import SweepStore
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
@@ -43,6 +44,7 @@ def _sweeper(deps: Dependencies, clock: ManualClock, session: Any = None) -> Swe
     store = JobStore(dynamodb, table)
     return Sweeper(
         store=store,
+        sweeps=SweepStore(dynamodb, table),
         sender=QueueSender(sqs, deps.settings.queue_urls),
         clock=clock,
         chain=OccurrenceChain(

@@ -8,7 +8,9 @@ from ulid import ULID
 
 from sundial.ids import JobKey, due_sk_bound
 from sundial.model.job import Job, Priority, Status
-from sundial.store.jobs import IdempotencyRecord, UnsafeWrite, item_to_job, job_to_item
+from sundial.store.idempotency import IdempotencyRecord
+from sundial.store.job_items import item_to_job, job_to_item
+from sundial.store.jobs import UnsafeWrite
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000
@@ -119,7 +121,7 @@ def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Depe
     jobs += [_job(shard=6)]
     deps.store.put_new(jobs)
     found = list(
-        deps.store.query_due(
+        deps.sweeps.query_due(
             5,
             from_sk=due_sk_bound(NOW + 10_000, upper=False),
             to_sk=due_sk_bound(NOW + 19_000, upper=True),
@@ -129,22 +131,18 @@ def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Depe
 
 
 def test_cursor_only_moves_forward(deps: Dependencies) -> None:
-    store = deps.store
-    assert store.read_cursors([1, 2]) == {}
-    assert store.advance_cursor(1, "0000000000200#")
-    assert not store.advance_cursor(1, "0000000000100#")
-    assert store.read_cursors([1, 2]) == {1: "0000000000200#"}
+    assert deps.sweeps.read_cursors([1, 2]) == {}
+    assert deps.sweeps.advance_cursor(1, "0000000000200#")
+    assert not deps.sweeps.advance_cursor(1, "0000000000100#")
+    assert deps.sweeps.read_cursors([1, 2]) == {1: "0000000000200#"}
 
 
 def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
     record = IdempotencyRecord(job_id="j1", fingerprint="f1", created_at_ms=NOW)
     other = IdempotencyRecord(job_id="j2", fingerprint="f2", created_at_ms=NOW + 5)
-    store = deps.store
-    assert store.remember_idempotency_key(queue="q", key="k", record=record, expires_at_s=1) is None
-    assert (
-        store.remember_idempotency_key(queue="q", key="k", record=other, expires_at_s=1) == record
-    )
-    assert store.remember_idempotency_key(queue="r", key="k", record=other, expires_at_s=1) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=record, expires_at_s=1) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=other, expires_at_s=1) == record
+    assert deps.idempotency.remember(queue="r", key="k", record=other, expires_at_s=1) is None
 
 
 def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> None:

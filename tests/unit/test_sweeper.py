@@ -18,6 +18,7 @@ from sundial.ids import JobKey
 from sundial.model.job import Status
 from sundial.model.submission import SubmitJob
 from sundial.store.jobs import JobStore
+from sundial.store.sweeps import SweepStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
@@ -31,6 +32,7 @@ def _sweeper(deps: Dependencies, clock: ManualClock) -> tuple[Sweeper, Any, Any]
     dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
     sweeper = Sweeper(
         store=JobStore(dynamodb, deps.settings.table_name),
+        sweeps=SweepStore(dynamodb, deps.settings.table_name),
         sender=QueueSender(sqs, deps.settings.queue_urls),
         clock=clock,
     )
@@ -318,6 +320,7 @@ def test_claims_are_made_concurrently_and_each_job_is_still_sent_once(
     store = _ClaimsMeetStore(boto3.client("dynamodb"), deps.settings.table_name, parties=4)
     sweeper = Sweeper(
         store=store,
+        sweeps=deps.sweeps,
         sender=QueueSender(boto3.client("sqs"), deps.settings.queue_urls),
         clock=clock,
         claim_concurrency=4,
@@ -370,4 +373,10 @@ def test_a_claim_failing_amid_concurrent_claims_loses_nothing(
 
 def test_claim_concurrency_must_be_positive(deps: Dependencies, clock: ManualClock) -> None:
     with pytest.raises(ValueError, match="claim_concurrency"):
-        Sweeper(store=deps.store, sender=deps.sender, clock=clock, claim_concurrency=0)
+        Sweeper(
+            store=deps.store,
+            sweeps=deps.sweeps,
+            sender=deps.sender,
+            clock=clock,
+            claim_concurrency=0,
+        )

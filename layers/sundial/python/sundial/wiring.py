@@ -21,19 +21,26 @@ from sundial.dispatch.fanout import LambdaLauncher, Launch
 from sundial.dispatch.sweeper import Sweeper
 from sundial.history.capture import HistoryRecorder, HistorySettings, HistoryWriter
 from sundial.runs.attempts import MAX_RESULT_BYTES, Attempts, LifecycleDeps
+from sundial.runs.dlq_indexer import DeadLetterIndexer
 from sundial.runs.leases import LeaseService
 from sundial.services.chain import OccurrenceChain
-from sundial.services.dags import DagProgress, DagService
-from sundial.services.dead_letters import DeadLetterIndexer, DeadLetterService, DeadLetterStore
+from sundial.services.dag_progress import DagProgress
+from sundial.services.dags import DagService
+from sundial.services.dead_letters import DeadLetterService
 from sundial.services.direct import DirectSender
 from sundial.services.jobs import JobService
 from sundial.services.queues import CatchUp, QueueControl
 from sundial.services.release import Releaser
 from sundial.services.schedules import ScheduleService
 from sundial.settings import Settings
+from sundial.store.attempts import AttemptStore
+from sundial.store.dag_nodes import DagNodeStore
+from sundial.store.dead_letters import DeadLetterStore
+from sundial.store.idempotency import IdempotencyKeys
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
+from sundial.store.sweeps import SweepStore
 from sundial.transport.receiver import QueueReceiver
 from sundial.transport.sender import QueueSender
 
@@ -73,6 +80,22 @@ class Dependencies:
         return JobStore(self._dynamodb, self.settings.table_name)
 
     @cached_property
+    def attempt_store(self) -> AttemptStore:
+        return AttemptStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def dag_nodes(self) -> DagNodeStore:
+        return DagNodeStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def sweeps(self) -> SweepStore:
+        return SweepStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyKeys:
+        return IdempotencyKeys(self._dynamodb, self.settings.table_name)
+
+    @cached_property
     def sender(self) -> QueueSender:
         return QueueSender(
             self._client("sqs"), self.settings.queue_urls, self.settings.priority_queue_urls
@@ -86,6 +109,8 @@ class Dependencies:
     def jobs(self) -> JobService:
         return JobService(
             store=self.store,
+            attempt_store=self.attempt_store,
+            idempotency=self.idempotency,
             sender=self.sender,
             clock=self.clock,
             queues=self.settings.queue_urls.keys(),
@@ -103,6 +128,7 @@ class Dependencies:
         # Parents' results are inlined into a child up to the size of one stored result.
         return DagProgress(
             store=self.store,
+            nodes=self.dag_nodes,
             sender=self.sender,
             clock=self.clock,
             retention_days=self.settings.retention_days,
@@ -114,6 +140,7 @@ class Dependencies:
     def dags(self) -> DagService:
         return DagService(
             store=self.store,
+            nodes=self.dag_nodes,
             jobs=self.jobs,
             progress=self.dag_progress,
             clock=self.clock,
@@ -138,6 +165,7 @@ class Dependencies:
     def dead_letter_indexer(self) -> DeadLetterIndexer:
         return DeadLetterIndexer(
             store=self.store,
+            attempt_store=self.attempt_store,
             letters=self.dead_letter_store,
             clock=self.clock,
             dead_letter_urls=self.settings.dead_letter_urls,
@@ -150,6 +178,7 @@ class Dependencies:
         return Attempts(
             LifecycleDeps(
                 store=self.store,
+                attempt_store=self.attempt_store,
                 queues=self.sender,
                 dead_letters=self.dead_letter_sender,
                 settings=self.settings,
@@ -170,6 +199,7 @@ class Dependencies:
     def sweeper(self) -> Sweeper:
         return Sweeper(
             store=self.store,
+            sweeps=self.sweeps,
             sender=self.sender,
             clock=self.clock,
             chain=self.chain,
@@ -225,7 +255,7 @@ class Dependencies:
     def queue_control(self) -> QueueControl:
         return QueueControl(
             states=self.queue_states,
-            store=self.store,
+            sweeps=self.sweeps,
             catch_up=self.catch_up,
             clock=self.clock,
             queues=self.settings.queue_urls.keys(),

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
 from sundial.api.routes import _INVALID, _documented, _json, metrics
 from sundial.clock import to_rfc3339
+from sundial.model.dag import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.model.job import Job, OnFailure, ParentResults, Status
-from sundial.services.dags import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.wiring import dependencies
 
 DagId = Annotated[str, Path(description="The DAG id returned by POST /dags", max_length=100)]

@@ -19,7 +19,8 @@ from sundial.api.models import (
 from sundial.api.routes import _INVALID, _documented, metrics
 from sundial.errors import InvalidInput
 from sundial.model.submission import parse_rfc3339
-from sundial.services.dead_letters import MAX_PAGE, MAX_PER_REQUEST, DeadLetterFilter
+from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
+from sundial.store.dead_letters import MAX_PAGE
 from sundial.wiring import dependencies
 
 QueueName = Annotated[str, Path(description="A queue declared in cdk.json", max_length=40)]

@@ -10,7 +10,8 @@ from sundial.clock import to_rfc3339
 from sundial.model.job import AttemptError, Job, Priority, Status
 from sundial.model.submission import parse_rfc3339
 from sundial.runs.leases import LeasedJob
-from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetter, DeadLetterFilter
+from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
+from sundial.store.dead_letters import DeadLetter
 from sundial.transport.envelope import Envelope
 
 

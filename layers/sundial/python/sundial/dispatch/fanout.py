@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sundial.store.jobs import JobStore
+from sundial.store.sweeps import SweepStore
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda.client import LambdaClient
@@ -24,7 +24,7 @@ def shard_groups(shard_count: int, group_size: int) -> list[list[int]]:
 
 def fan_out(
     *,
-    store: JobStore,
+    sweeps: SweepStore,
     shard_count: int,
     group_size: int,
     launch: Launch,
@@ -37,9 +37,9 @@ def fan_out(
     hold jobs, so the highest count ever recorded is swept. A group that fails to start does
     not stop the others (its shards keep their cursors; the next tick sweeps them).
     """
-    recorded = store.recorded_shard_count()
+    recorded = sweeps.recorded_shard_count()
     if shard_count > recorded:
-        store.record_shard_count(shard_count)
+        sweeps.record_shard_count(shard_count)
     groups = shard_groups(max(shard_count, recorded), group_size)
     started = 0
     for group in groups:

@@ -36,8 +36,9 @@ from sundial.ids import due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
-from sundial.store.jobs import ClaimOutcome, DueRef, JobStore, Malformed
+from sundial.store.jobs import ClaimOutcome, JobStore
 from sundial.store.queue_states import QueueState, QueueStateStore
+from sundial.store.sweeps import DueRef, Malformed, SweepStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
 
@@ -99,6 +100,7 @@ class Sweeper:
         self,
         *,
         store: JobStore,
+        sweeps: SweepStore,
         sender: QueueSender,
         clock: Clock,
         chain: OccurrenceChain | None = None,
@@ -110,6 +112,7 @@ class Sweeper:
         if claim_concurrency < 1:
             raise ValueError("claim_concurrency must be at least 1")
         self._store = store
+        self._sweeps = sweeps
         self._sender = sender
         self._clock = clock
         self._chain = chain
@@ -128,7 +131,7 @@ class Sweeper:
         # cursors are at least those the pause recorded (sundial.store.queue_states).
         states = self._queue_states.all() if self._queue_states is not None else {}
         paused = frozenset(name for name, state in states.items() if state.paused)
-        cursors = self._store.read_cursors(shards)
+        cursors = self._sweeps.read_cursors(shards)
         report = SweepReport()
         with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
             for shard in shards:
@@ -136,6 +139,7 @@ class Sweeper:
                     break  # the shards not reached keep their cursors; the next tick continues
                 shard_sweep = _ShardSweep(
                     store=self._store,
+                    sweeps=self._sweeps,
                     sender=self._sender,
                     clock=self._clock,
                     shard=shard,
@@ -192,6 +196,7 @@ class _ShardSweep:
         self,
         *,
         store: JobStore,
+        sweeps: SweepStore,
         sender: QueueSender,
         clock: Clock,
         shard: int,
@@ -203,7 +208,7 @@ class _ShardSweep:
         chain: OccurrenceChain | None = None,
         retention_s: int = 30 * 86_400,
     ) -> None:
-        self._store, self._sender, self._clock = store, sender, clock
+        self._store, self._sweeps, self._sender, self._clock = store, sweeps, sender, clock
         self._shard = shard
         self._cursor = cursor or due_sk_bound(0, upper=False)
         self._token = token
@@ -231,7 +236,7 @@ class _ShardSweep:
         self._expires_at_s = now // 1000 + self._retention_s
         refs: list[DueRef] = []
         malformed = 0
-        for ref in self._store.query_due_refs(
+        for ref in self._sweeps.query_due_refs(
             self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
         ):
             if isinstance(ref, Malformed):
@@ -254,14 +259,14 @@ class _ShardSweep:
         self._flush()
         next_cursor = self._hold or due_sk_bound(frontier + 1, upper=False)
         if (self.report.seen or malformed) and next_cursor > self._cursor:
-            self._store.advance_cursor(self._shard, next_cursor)
+            self._sweeps.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
             if self.report.dispatched:
                 # Jobs this sweep sent may lie above the held cursor: say they were sent, so a
                 # later sweep does not take them over as if this one had died; and name those
                 # it did not send, so a later sweep does not pass them (THE CURSOR RULE).
-                self._store.record_sweep_done(
+                self._sweeps.record_sweep_done(
                     self._shard,
                     self._token,
                     expires_at_s=self._expires_at_s,
@@ -444,7 +449,7 @@ class _ShardSweep:
         """The ids sweep `token` did not send, if it has finished on this shard; else None."""
         if token not in self._done_tokens:
             done = (
-                self._store.sweep_done(self._shard, token) if token.startswith("sweep:") else None
+                self._sweeps.sweep_done(self._shard, token) if token.startswith("sweep:") else None
             )
             self._done_tokens[token] = done
         return self._done_tokens[token]

@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sundial.local.runtime import LocalRuntime
+from sundial.model.dag import dag_status
 from sundial.model.job import Status
-from sundial.services.dags import dag_status
 
 
 def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:

@@ -31,6 +31,7 @@ from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
+from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 
@@ -68,6 +69,7 @@ class _NoDags:
 @dataclass(frozen=True)
 class LifecycleDeps:
     store: JobStore
+    attempt_store: AttemptStore  # the attempt's own writes
     queues: QueueSender  # the job queues, for retries
     dead_letters: QueueSender  # the DLQs
     settings: Settings
@@ -144,7 +146,7 @@ class Attempts:
         """Mark the attempt running. Returns its start time, or None if another runner has it."""
         started = self.deps.clock.now_ms()
         taking_over = job.attempts == attempt and job.status is Status.RUNNING
-        running, current = self.deps.store.mark_running(
+        running, current = self.deps.attempt_store.mark_running(
             job.key,
             attempt=attempt,
             now_ms=started,
@@ -162,7 +164,7 @@ class Attempts:
         if len(result_json.encode()) > MAX_RESULT_BYTES:
             logger.warning("result not stored: over the limit", extra={"id": job.id})
             result_json = json.dumps({"omitted": f"result over {MAX_RESULT_BYTES} bytes"})
-        written, current = self.deps.store.record_attempt(
+        written, current = self.deps.attempt_store.record_attempt(
             job.key,
             attempt=attempt,
             outcome=Status.SUCCEEDED,
@@ -203,7 +205,7 @@ class Attempts:
                 retry_delay_ms = policy.delay_ms(attempt, deps.rng)
             next_at = now + retry_delay_ms
         outcome = Status.FAILED if next_at is not None else Status.DEAD
-        written, current = deps.store.record_attempt(
+        written, current = deps.attempt_store.record_attempt(
             job.key,
             attempt=attempt,
             outcome=outcome,

@@ -16,7 +16,9 @@ from sundial.model.submission import DEFAULT_MAX_ATTEMPTS, MAX_HORIZON_S, Submit
 from sundial.retry import QueueRetryDefaults
 from sundial.services.chain import OccurrenceChain
 from sundial.services.direct import DirectSender
-from sundial.store.jobs import IdempotencyRecord, JobStore
+from sundial.store.attempts import AttemptStore
+from sundial.store.idempotency import IdempotencyKeys, IdempotencyRecord
+from sundial.store.jobs import JobStore
 from sundial.store.queue_states import MAX_HOLD_BATCH, Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 from sundial.transport.sender import Outgoing, QueueSender
@@ -33,6 +35,8 @@ class JobService:
         self,
         *,
         store: JobStore,
+        attempt_store: AttemptStore,
+        idempotency: IdempotencyKeys,
         sender: QueueSender,
         clock: Clock,
         queues: Collection[str],
@@ -48,6 +52,8 @@ class JobService:
         so a DAG node's cancellation reaches its descendants (services.dags). `chain` moves a
         schedule on past a cancelled occurrence that is retried (sundial.services.chain)."""
         self._store = store
+        self._attempt_store = attempt_store
+        self._idempotency = idempotency
         self._sender = sender
         self._clock = clock
         self._queues = frozenset(queues)
@@ -86,7 +92,7 @@ class JobService:
             if request.idempotency_key is None:
                 fresh.append(job)
                 continue
-            earlier = self._store.remember_idempotency_key(
+            earlier = self._idempotency.remember(
                 queue=request.queue,
                 key=request.idempotency_key,
                 record=IdempotencyRecord(job.id, request.fingerprint(), now),
@@ -249,7 +255,7 @@ class JobService:
             # on here first, as that sweep would (idempotent: a sweep or an earlier retry that
             # got there first decided the same), so a crash next leaves it cancelled for one.
             self._chain.advance(current, now_ms=now)
-        requeued, job = self._store.requeue(
+        requeued, job = self._attempt_store.requeue(
             key,
             extra_attempts=self._default_attempts(current.queue),
             now_ms=now,

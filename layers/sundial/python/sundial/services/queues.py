@@ -13,6 +13,7 @@ from sundial.model.job import Job, Status
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueState, QueueStateStore
+from sundial.store.sweeps import SweepStore
 from sundial.timing import DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
 
 # A submit may read the clock a little before the pause lands (clocks of different Lambdas
@@ -122,14 +123,14 @@ class QueueControl:
         self,
         *,
         states: QueueStateStore,
-        store: JobStore,
+        sweeps: SweepStore,
         catch_up: CatchUp,
         clock: Clock,
         queues: Collection[str],
         shard_count: int,
     ) -> None:
         self._states = states
-        self._store = store
+        self._sweeps = sweeps
         self._catch_up = catch_up
         self._clock = clock
         self._queues = frozenset(queues)
@@ -140,7 +141,7 @@ class QueueControl:
             raise QueueNotFound(queue)
 
     def _shards(self) -> list[int]:
-        return list(range(max(self._shard_count, self._store.recorded_shard_count())))
+        return list(range(max(self._shard_count, self._sweeps.recorded_shard_count())))
 
     def get(self, queue: str) -> QueueState:
         self._check(queue)
@@ -152,7 +153,7 @@ class QueueControl:
         now = self._clock.now_ms()
         # Read the cursors BEFORE the pause lands: a sweeper that sees the pause starts after
         # it, from a cursor at least this far on, so everything it passes is >= pause_from.
-        cursors = self._store.read_cursors(self._shards())
+        cursors = self._sweeps.read_cursors(self._shards())
         lowest = min([*cursors.values(), due_sk_bound(now - CLOCK_MARGIN_MS, upper=False)])
         if len(cursors) < len(self._shards()):
             lowest = due_sk_bound(0, upper=False)  # a shard never swept: from its start

@@ -22,10 +22,19 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sundial.model.job import Job, Status
-from sundial.store.jobs import Item, item_to_job, query_items, transact, write_if
+from sundial.store.job_items import item_to_job
+from sundial.store.table import (
+    Item,
+    TableAdapter,
+    num_attr,
+    query_items,
+    str_attr,
+    transact,
+    write_if,
+)
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 QUEUES_PK = "queues"
 
@@ -59,14 +68,6 @@ class QueueState:
         return bool(self.catch_shards or self.held)
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int) -> dict[str, str]:
-    return {"N": str(value)}
-
-
 def _item_to_state(item: Item) -> QueueState:
     def text(name: str) -> str | None:
         return item[name]["S"] if name in item else None
@@ -87,13 +88,9 @@ def _item_to_state(item: Item) -> QueueState:
     )
 
 
-class QueueStateStore:
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
-        self._db = client
-        self._table = table_name
-
+class QueueStateStore(TableAdapter):
     def _key(self, queue: str) -> Item:
-        return {"pk": _s(QUEUES_PK), "sk": _s(queue)}
+        return {"pk": str_attr(QUEUES_PK), "sk": str_attr(queue)}
 
     def _update(self, queue: str, **request: Any) -> tuple[bool, QueueState | None]:
         written, item = write_if(
@@ -107,7 +104,7 @@ class QueueStateStore:
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": _s(QUEUES_PK)},
+            "ExpressionAttributeValues": {":pk": str_attr(QUEUES_PK)},
             "ConsistentRead": True,
         }
         for item in query_items(self._db, request):
@@ -134,8 +131,8 @@ class QueueStateStore:
             ExpressionAttributeValues={
                 ":true": {"BOOL": True},
                 ":false": {"BOOL": False},
-                ":now": _n(now_ms),
-                ":from": _s(pause_from),
+                ":now": num_attr(now_ms),
+                ":from": str_attr(pause_from),
             },
         )
         return paused, state or QueueState(name=queue)
@@ -156,9 +153,9 @@ class QueueStateStore:
             ExpressionAttributeValues={
                 ":true": {"BOOL": True},
                 ":false": {"BOOL": False},
-                ":now": _n(now_ms),
-                ":from": _s(catch_from),
-                ":to": _s(catch_to),
+                ":now": num_attr(now_ms),
+                ":from": str_attr(catch_from),
+                ":to": str_attr(catch_to),
                 **({":shards": {"NS": [str(s) for s in sorted(shards)]}} if shards else {}),
             },
         )
@@ -234,11 +231,11 @@ class QueueStateStore:
             "FilterExpression": "#queue = :queue AND #status = :pending",
             "ExpressionAttributeNames": {"#queue": "queue", "#status": "status"},
             "ExpressionAttributeValues": {
-                ":pk": _s(shard_pk),
-                ":from": _s(from_sk),
-                ":to": _s(to_sk),
-                ":queue": _s(queue),
-                ":pending": _s(Status.PENDING),
+                ":pk": str_attr(shard_pk),
+                ":from": str_attr(from_sk),
+                ":to": str_attr(to_sk),
+                ":queue": str_attr(queue),
+                ":pending": str_attr(Status.PENDING),
             },
             "ConsistentRead": True,
         }

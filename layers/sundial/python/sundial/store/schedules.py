@@ -17,10 +17,11 @@ from sundial.ids import SK_DIGITS, JobKey
 from sundial.model.job import Job, Priority
 from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.retry import RetryPolicy
-from sundial.store.jobs import Item, item_to_job, transact, write_if
+from sundial.store.job_items import item_to_job
+from sundial.store.table import Item, TableAdapter, num_attr, str_attr, transact
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    pass
 
 SCHEDULE_SK = "schedule"
 RUN_PREFIX = "run#"
@@ -32,28 +33,20 @@ def schedule_pk(schedule_id: str) -> str:
     return f"sched#{schedule_id}"
 
 
-def _s(value: str) -> dict[str, str]:
-    return {"S": value}
-
-
-def _n(value: int) -> dict[str, str]:
-    return {"N": str(value)}
-
-
 def schedule_to_item(schedule: Schedule) -> Item:
     item: Item = {
-        "pk": _s(schedule_pk(schedule.id)),
-        "sk": _s(SCHEDULE_SK),
-        "queue": _s(schedule.queue),
-        "payload": _s(schedule.payload_json),
-        "priority": _s(str(schedule.priority)),
-        "timezone": _s(schedule.timezone),
-        "misfire": _s(str(schedule.misfire)),
-        "shard": _n(schedule.shard),
-        "created_at": _n(schedule.created_at_ms),
-        "anchor": _n(schedule.anchor_ms),
-        "first_at": _n(schedule.first_at_ms),
-        "state": _s(str(schedule.state)),
+        "pk": str_attr(schedule_pk(schedule.id)),
+        "sk": str_attr(SCHEDULE_SK),
+        "queue": str_attr(schedule.queue),
+        "payload": str_attr(schedule.payload_json),
+        "priority": str_attr(str(schedule.priority)),
+        "timezone": str_attr(schedule.timezone),
+        "misfire": str_attr(str(schedule.misfire)),
+        "shard": num_attr(schedule.shard),
+        "created_at": num_attr(schedule.created_at_ms),
+        "anchor": num_attr(schedule.anchor_ms),
+        "first_at": num_attr(schedule.first_at_ms),
+        "state": str_attr(str(schedule.state)),
     }
     for name, text in (
         ("cron", schedule.cron),
@@ -62,7 +55,7 @@ def schedule_to_item(schedule: Schedule) -> Item:
         ("fingerprint", schedule.fingerprint),
     ):
         if text is not None:
-            item[name] = _s(text)
+            item[name] = str_attr(text)
     for name, number in (
         ("max_attempts", schedule.max_attempts),
         ("start_at", schedule.start_at_ms),
@@ -71,9 +64,9 @@ def schedule_to_item(schedule: Schedule) -> Item:
         ("deleted_at", schedule.deleted_at_ms),
     ):
         if number is not None:
-            item[name] = _n(number)
+            item[name] = num_attr(number)
     if schedule.retry is not None:
-        item["retry"] = _s(schedule.retry.model_dump_json())
+        item["retry"] = str_attr(schedule.retry.model_dump_json())
     return item
 
 
@@ -134,16 +127,9 @@ class Parked(StrEnum):
     GONE = "gone"  # the occurrence is no longer pending: nothing written
 
 
-class ScheduleStore:
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
-        self._db = client
-        self._table = table_name
-
-    def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
-        return write_if(self._db, self._table, operation, **request)
-
+class ScheduleStore(TableAdapter):
     def _key(self, schedule_id: str) -> Item:
-        return {"pk": _s(schedule_pk(schedule_id)), "sk": _s(SCHEDULE_SK)}
+        return {"pk": str_attr(schedule_pk(schedule_id)), "sk": str_attr(SCHEDULE_SK)}
 
     # -- schedules --------------------------------------------------------------------------
 
@@ -197,7 +183,7 @@ class ScheduleStore:
                 "Key": self._key(schedule_id),
                 "ConditionExpression": "#state = :paused",
                 "ExpressionAttributeNames": {"#state": "state"},
-                "ExpressionAttributeValues": {":paused": _s(str(ScheduleState.PAUSED))},
+                "ExpressionAttributeValues": {":paused": str_attr(str(ScheduleState.PAUSED))},
             }
         }
 
@@ -221,19 +207,19 @@ class ScheduleStore:
         schedule as written, or as it was if not; None if there is no such schedule)."""
         sets = ["#state = :to"]
         removes: list[str] = []
-        values: Item = {":to": _s(str(to))}
+        values: Item = {":to": str_attr(str(to))}
         if to is ScheduleState.PAUSED:
             sets.append("paused_at = :now")
         elif to is ScheduleState.ACTIVE:
             removes.append("paused_at")
         elif to is ScheduleState.DELETED:
             sets += ["deleted_at = :now", "expires_at = :expires"]
-            values[":expires"] = _n(expires_at_s or 0)
+            values[":expires"] = num_attr(expires_at_s or 0)
         # (RESUMING changes the state only. It used to fall into the DELETED branch, which set
         # deleted_at and an expiry of 0: DynamoDB's TTL would have removed a resumed schedule.)
         if to in (ScheduleState.PAUSED, ScheduleState.DELETED):
-            values[":now"] = _n(now_ms)
-        allowed = {f":w{i}": _s(str(state)) for i, state in enumerate(when)}
+            values[":now"] = num_attr(now_ms)
+        allowed = {f":w{i}": str_attr(str(state)) for i, state in enumerate(when)}
         moved, item = self._write_if(
             "update",
             Key=self._key(schedule_id),
@@ -251,15 +237,15 @@ class ScheduleStore:
     def record_run(self, run: RunRecord, *, expires_at_s: int) -> RunRecord:
         """Write the decision for one occurrence unless one exists; return the one that holds."""
         item: Item = {
-            "pk": _s(schedule_pk(run.schedule_id)),
-            "sk": _s(run_sk(run.at_ms)),
-            "job_id": _s(run.job_id),
-            "outcome": _s(str(run.outcome)),
-            "decided_at": _n(run.decided_at_ms),
-            "expires_at": _n(expires_at_s),
+            "pk": str_attr(schedule_pk(run.schedule_id)),
+            "sk": str_attr(run_sk(run.at_ms)),
+            "job_id": str_attr(run.job_id),
+            "outcome": str_attr(str(run.outcome)),
+            "decided_at": num_attr(run.decided_at_ms),
+            "expires_at": num_attr(expires_at_s),
         }
         if run.next_at_ms is not None:
-            item["next_at"] = _n(run.next_at_ms)
+            item["next_at"] = num_attr(run.next_at_ms)
         written, old = self._write_if(
             "put", Item=item, ConditionExpression="attribute_not_exists(pk)"
         )
@@ -279,9 +265,9 @@ class ScheduleStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
-                ":pk": _s(schedule_pk(schedule_id)),
-                ":low": _s(RUN_PREFIX),
-                ":high": _s(upper),
+                ":pk": str_attr(schedule_pk(schedule_id)),
+                ":low": str_attr(RUN_PREFIX),
+                ":high": str_attr(upper),
             },
             "ScanIndexForward": False,
             "ConsistentRead": True,
@@ -304,7 +290,8 @@ class ScheduleStore:
             request: dict[str, Any] = {
                 self._table: {
                     "Keys": [
-                        {"pk": _s(k.pk), "sk": _s(k.sk)} for k in unique[start : start + _BATCH_GET]
+                        {"pk": str_attr(k.pk), "sk": str_attr(k.sk)}
+                        for k in unique[start : start + _BATCH_GET]
                     ],
                     "ConsistentRead": True,
                 }

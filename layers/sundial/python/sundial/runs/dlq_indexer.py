@@ -1,0 +1,130 @@
+"""The dead-letter indexer: drains every DLQ into the index (store.dead_letters).
+
+A DLQ receives a message two ways: the consumer SDK sends a job there when it marks it `dead`
+(attempts ran out, or the error was not retryable), and SQS redrives a message that a consumer
+kept crashing on (maxReceiveCount), which this indexer marks `dead`. The DLQ is a buffer, the
+table is where dead letters are kept. (SQS cannot list a queue page by page, filter it, or
+delete by age; a DynamoDB range can.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import ValidationError
+
+from sundial.clock import Clock
+from sundial.ids import JobKey
+from sundial.model.job import AttemptError, Job, Status
+from sundial.store.attempts import AttemptStore
+from sundial.store.dead_letters import DeadLetter, DeadLetterStore
+from sundial.store.jobs import JobStore
+from sundial.transport.envelope import Envelope
+
+if TYPE_CHECKING:
+    pass
+
+
+logger = Logger(child=True)
+
+
+# Why a redriven message died: its consumer failed or timed out without ending the attempt.
+REDRIVE_ERROR = "DeliveryLimitExceeded"
+
+
+INVALID_ENVELOPE_ERROR = "InvalidEnvelope"
+
+
+MAX_BODY_CHARS = 4_096
+
+
+class DeadLetterIndexer:
+    """Turns DLQ messages into index items (the dead-letter indexer Lambda's record handler)."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        attempt_store: AttemptStore,
+        letters: DeadLetterStore,
+        clock: Clock,
+        dead_letter_urls: Mapping[str, str],
+        retention_days: int,
+        on_redriven: Callable[[Job], None] | None = None,
+    ) -> None:
+        """`on_redriven` is called with a job this indexer marked dead, so a DAG node's death
+        reaches its descendants (sundial.services.dags), as a death recorded by its runner does."""
+        self._store = store
+        self._attempt_store = attempt_store
+        self._letters = letters
+        self._clock = clock
+        self._on_redriven = on_redriven
+        # A DLQ's ARN and URL both end with its name: {DLQ name: job queue}.
+        self._queue_of_dlq = {url.rsplit("/", 1)[-1]: q for q, url in dead_letter_urls.items()}
+        self._retention_s = retention_days * 86_400
+
+    def index(self, record: SQSRecord) -> DeadLetter | None:
+        now = self._clock.now_ms()
+        queue = self._queue_of_dlq.get(record.event_source_arn.rsplit(":", 1)[-1])
+        try:
+            envelope = Envelope.model_validate_json(record.body)
+        except ValidationError as error:
+            if queue is None:
+                raise RuntimeError(f"message from unknown DLQ {record.event_source_arn}") from error
+            sent_ms = int(record.attributes.sent_timestamp)
+            letter = DeadLetter(
+                queue=queue,
+                dead_at_ms=sent_ms,
+                ref=record.message_id,
+                job_id=None,
+                attempt=None,
+                error_type=INVALID_ENVELOPE_ERROR,
+                message=f"not a Sundial envelope: {error.errors()[0]['msg']}"[:500],
+                body=record.body[:MAX_BODY_CHARS],
+            )
+            self._letters.put(letter, expires_at_s=now // 1000 + self._retention_s)
+            return letter
+        job = self._store.get(JobKey.from_job_id(envelope.id))
+        if job is None:
+            logger.warning("dead letter for an expired job dropped", extra={"id": envelope.id})
+            return None
+        if job.status is not Status.DEAD:
+            # SQS redrove the message: its consumer kept failing before it ended the attempt.
+            redriven = AttemptError(
+                attempt=envelope.attempt,
+                at_ms=now,
+                error_type=REDRIVE_ERROR,
+                message="the consumer failed or timed out on every delivery (maxReceiveCount)",
+                traceback_head="",
+            )
+            marked, current = self._attempt_store.mark_dead(
+                job.key, error=redriven, now_ms=now, expires_at_s=now // 1000 + self._retention_s
+            )
+            if marked and current is not None:
+                job = current
+            elif current is not None and current.status is Status.DEAD:
+                job = current  # marked dead meanwhile, e.g. by this record's earlier delivery
+            else:
+                status = current.status if current else "gone"
+                logger.info(
+                    "dead letter dropped: the job finished", extra={"id": job.id, "status": status}
+                )
+                return None
+        marked_here = job.last_error is not None and job.last_error.error_type == REDRIVE_ERROR
+        if marked_here and self._on_redriven is not None:
+            self._on_redriven(job)  # again on a repeat: an earlier delivery may have died first
+        last = job.last_error
+        letter = DeadLetter(
+            queue=job.queue,
+            dead_at_ms=job.finished_at_ms or now,
+            ref=job.id,
+            job_id=job.id,
+            attempt=job.attempts or envelope.attempt,
+            error_type=last.error_type if last else "Unknown",
+            message=last.message if last else "",
+            body=record.body[:MAX_BODY_CHARS],
+        )
+        self._letters.put(letter, expires_at_s=job.expires_at_s or now // 1000 + self._retention_s)
+        return letter

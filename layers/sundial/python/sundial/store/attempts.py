@@ -1,0 +1,185 @@
+"""The writes of an attempt's runner: take the attempt, record its outcome, and the two
+transitions that end or restart a job from outside a run (a DLQ redrive, a manual retry)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sundial.ids import JobKey
+from sundial.model.job import (
+    AttemptError,
+    Job,
+    Status,
+)
+
+if TYPE_CHECKING:
+    pass
+from sundial.store.job_items import error_to_map, item_to_job
+from sundial.store.table import Item, TableAdapter, key_item, num_attr, str_attr
+
+
+class AttemptStore(TableAdapter):
+    """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
+
+    _RUNNABLE = (
+        "(attempts = :prev AND (#status IN (:queued, :failed)"
+        " OR (#status = :pending AND direct = :true)))"
+    )
+
+    def _attempt_values(self, attempt: int) -> Item:
+        return {
+            ":prev": num_attr(attempt - 1),
+            ":n": num_attr(attempt),
+            ":queued": str_attr(Status.QUEUED),
+            ":failed": str_attr(Status.FAILED),
+            ":pending": str_attr(Status.PENDING),
+            ":running": str_attr(Status.RUNNING),
+            ":true": {"BOOL": True},
+        }
+
+    def mark_running(
+        self, key: JobKey, *, attempt: int, now_ms: int, taking_over_from_ms: int | None = None
+    ) -> tuple[bool, Job | None]:
+        """queued/failed -> running for attempt `attempt`, if that attempt is still due. With
+        `taking_over_from_ms`, also running -> running for a runner that went silent, only if
+        the attempt still has that start time (so two takers cannot both win)."""
+        condition = self._RUNNABLE
+        values = {**self._attempt_values(attempt), ":now": num_attr(now_ms)}
+        if taking_over_from_ms is not None:
+            condition += " OR (attempts = :n AND #status = :running AND started_at = :seen)"
+            values[":seen"] = num_attr(taking_over_from_ms)
+        started, old = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression="SET #status = :running, attempts = :n, started_at = :now",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=values,
+        )
+        return started, item_to_job(old) if old else None
+
+    def record_attempt(
+        self,
+        key: JobKey,
+        *,
+        attempt: int,
+        outcome: Status,
+        started_at_ms: int,
+        now_ms: int,
+        result_json: str | None = None,
+        error: AttemptError | None = None,
+        next_attempt_at_ms: int | None = None,
+        expires_at_s: int | None = None,
+    ) -> tuple[bool, Job | None]:
+        """End attempt `attempt` as succeeded, failed (a retry is due) or dead, in one
+        conditional write. Refused if the attempt is no longer this consumer's to end (a
+        duplicate delivery, a cancel, or a later attempt)."""
+        sets = ["#status = :outcome", "attempts = :n", "started_at = :started"]
+        removes = ["claim_token", "lease_until"]
+        values: Item = {
+            **self._attempt_values(attempt),
+            ":outcome": str_attr(outcome),
+            ":started": num_attr(started_at_ms),
+        }
+        if outcome is Status.FAILED:
+            assert next_attempt_at_ms is not None
+            sets.append("next_attempt_at = :next")
+            values[":next"] = num_attr(next_attempt_at_ms)
+        else:
+            sets += ["finished_at = :now", "expires_at = :expires"]
+            removes.append("next_attempt_at")
+            values[":now"] = num_attr(now_ms)
+            values[":expires"] = num_attr(expires_at_s or 0)
+        if result_json is not None:
+            sets.append("#result = :result")
+            values[":result"] = str_attr(result_json)
+        if error is not None:
+            sets.append("history = list_append(if_not_exists(history, :empty), :error)")
+            values[":empty"] = {"L": []}
+            values[":error"] = {"L": [{"M": error_to_map(error)}]}
+        names = {"#status": "status"}
+        if result_json is not None:
+            names["#result"] = "result"
+        written, old = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            ConditionExpression=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        return written, item_to_job(old) if old else None
+
+    def requeue(
+        self,
+        key: JobKey,
+        *,
+        extra_attempts: int,
+        now_ms: int,
+        stale_before_ms: int,
+        only_dead: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """A manual retry: dead, failed or cancelled -> pending (direct), with `extra_attempts`
+        more attempts. The caller then sends the job and claims it, as the submit path does.
+        A retry that died before its send left the job pending and direct; once older than
+        `stale_before_ms` it may be retried again."""
+        written, old = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=(
+                "SET #status = :pending, direct = :true, max_attempts = attempts + :extra,"
+                " retried_at = :now REMOVE finished_at, next_attempt_at, expires_at,"
+                " cancelled_at, claim_token, lease_until"
+            ),
+            ConditionExpression=(
+                ("#status = :dead" if only_dead else "#status IN (:dead, :failed, :cancelled)")
+                + " OR (#status = :pending AND direct = :true AND retried_at < :stale)"
+            ),
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":pending": str_attr(Status.PENDING),
+                ":dead": str_attr(Status.DEAD),
+                **(
+                    {}
+                    if only_dead
+                    else {
+                        ":failed": str_attr(Status.FAILED),
+                        ":cancelled": str_attr(Status.CANCELLED),
+                    }
+                ),
+                ":true": {"BOOL": True},
+                ":extra": num_attr(extra_attempts),
+                ":now": num_attr(now_ms),
+                ":stale": num_attr(stale_before_ms),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return written, item_to_job(old) if old else None
+
+    def mark_dead(
+        self, key: JobKey, *, error: AttemptError, now_ms: int, expires_at_s: int
+    ) -> tuple[bool, Job | None]:
+        """Any unfinished status -> dead, with `error` added to the history: for a message that
+        SQS redrove to the DLQ because its consumer kept crashing before ending the attempt."""
+        written, old = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=(
+                "SET #status = :dead, finished_at = :now, expires_at = :expires,"
+                " history = list_append(if_not_exists(history, :empty), :error)"
+                " REMOVE next_attempt_at, claim_token, lease_until"
+            ),
+            ConditionExpression="attribute_exists(pk) AND NOT #status IN (:dead, :ok, :cancelled)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":dead": str_attr(Status.DEAD),
+                ":ok": str_attr(Status.SUCCEEDED),
+                ":cancelled": str_attr(Status.CANCELLED),
+                ":now": num_attr(now_ms),
+                ":expires": num_attr(expires_at_s),
+                ":empty": {"L": []},
+                ":error": {"L": [{"M": error_to_map(error)}]},
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return written, item_to_job(old) if old else None

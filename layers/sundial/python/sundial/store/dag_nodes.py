@@ -1,0 +1,175 @@
+"""DAG nodes: job items with DAG attributes (`dag_id`, `dag`, `waiting_on`, `done_parents`,
+...). The nodes of one DAG share a shard and a due time, so their keys are one contiguous
+range (ids.DagKey)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from sundial.ids import DagKey, JobKey, shard_pk
+from sundial.model.job import (
+    Job,
+    Status,
+)
+
+if TYPE_CHECKING:
+    pass
+from sundial.store.job_items import item_to_job
+from sundial.store.table import Item, TableAdapter, key_item, num_attr, query_items, str_attr
+
+
+class DagNodeStore(TableAdapter):
+    """The writes that move a DAG's nodes (sundial.services.dag_progress)."""
+
+    def dag_nodes(self, dag: DagKey) -> list[Job]:
+        """Every node of a DAG that exists, in node order: one range query on its shard."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :first AND :last",
+            # A job that happens to share the range is not one of the DAG's nodes.
+            "FilterExpression": "dag_id = :dag",
+            "ExpressionAttributeValues": {
+                ":pk": str_attr(shard_pk(dag.shard)),
+                ":first": str_attr(dag.node_key(0).sk),
+                ":last": str_attr(dag.node_key(dag.node_count - 1).sk),
+                ":dag": str_attr(dag.dag_id),
+            },
+            "ConsistentRead": True,
+        }
+        return [item_to_job(item) for item in query_items(self._db, request)]
+
+    def count_finished_parent(
+        self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int
+    ) -> tuple[bool, Job | None]:
+        """Count a blocked node's parent as finished, once: ADD -1 to its waiting_on, unless the
+        parent is already in done_parents. Returns (counted, the node after the write, or as it
+        was if not). Exactly one parent's write takes waiting_on to 0. The node's expiry moves
+        on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger)."""
+        counted, item = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=(
+                "ADD waiting_on :minus_one, done_parents :parents"
+                + (", failed_parents :parents" if failed else "")
+                + " SET expires_at = :expires"
+            ),
+            ConditionExpression="#status = :blocked AND NOT contains(done_parents, :parent)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":minus_one": num_attr(-1),
+                ":parents": {"NS": [str(parent)]},
+                ":parent": num_attr(parent),
+                ":blocked": str_attr(Status.BLOCKED),
+                ":expires": num_attr(expires_at_s),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return counted, item_to_job(item) if item else None
+
+    def release_node(
+        self,
+        key: JobKey,
+        *,
+        token: str,
+        now_ms: int,
+        last_parent: int | None = None,
+        failed: bool = False,
+        released_by: int | None = None,
+        results_json: str | None = None,
+        unless_queues: Collection[str] = (),
+        queue_paused: bool = False,
+    ) -> tuple[bool, Job | None]:
+        """blocked -> queued, for a node all of whose parents have finished and whose DAG is not
+        paused. The caller sends it to SQS next (a crash in between is repaired by the parent's
+        redelivery, see services.dags). With `last_parent`, that parent is counted in the same
+        write (the node's only remaining parent): a one-parent node costs no extra write.
+        `unless_queues`: refuse a node on one of these queues (the paused ones).
+        `queue_paused`: the node's queue is paused, so it becomes an ordinary pending job
+        instead (not direct, so a queue's catch-up may take it; store.queue_states), which the
+        caller records for the catch-up.
+        Returns (released, the node after the write, or as it was if not)."""
+        values: Item = {
+            ":blocked": str_attr(Status.BLOCKED),
+            ":now": num_attr(now_ms),
+            ":zero": num_attr(0),
+        }
+        if queue_paused:
+            values[":pending"] = str_attr(Status.PENDING)
+            sets = ["#status = :pending", "released_at = :now"]
+        else:
+            values |= {":queued": str_attr(Status.QUEUED), ":token": str_attr(token)}
+            sets = [
+                "#status = :queued",
+                "claim_token = :token",
+                "lease_until = :now",
+                "queued_at = :now",
+                "released_at = :now",
+            ]
+        adds: list[str] = []
+        condition = "#status = :blocked AND attribute_not_exists(held)"
+        if unless_queues:
+            names = {f":queue{i}": str_attr(queue) for i, queue in enumerate(sorted(unless_queues))}
+            condition += f" AND NOT (#queue IN ({', '.join(names)}))"
+            values |= names
+        if last_parent is None:
+            condition += " AND waiting_on = :zero"
+        else:
+            condition += " AND waiting_on = :one AND NOT contains(done_parents, :parent)"
+            sets.append("waiting_on = :zero")
+            adds.append("done_parents :parents" + (", failed_parents :parents" if failed else ""))
+            values |= {
+                ":one": num_attr(1),
+                ":parent": num_attr(last_parent),
+                ":parents": {"NS": [str(last_parent)]},
+            }
+        if released_by is not None:
+            sets.append("released_by = :by")
+            values[":by"] = num_attr(released_by)
+        if results_json is not None:
+            sets.append("parent_results = :results")
+            values[":results"] = str_attr(results_json)
+        released, item = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=f"SET {', '.join(sets)}"
+            + (f" ADD {', '.join(adds)}" if adds else "")
+            + (" REMOVE expires_at, direct" if queue_paused else " REMOVE expires_at"),
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status"}
+            | ({"#queue": "queue"} if unless_queues else {}),
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        return released, item_to_job(item) if item else None
+
+    def hold_node(self, key: JobKey) -> tuple[bool, Job | None]:
+        """Pause a DAG node that is not yet released: blocked, or a pending root. Returns
+        (held now, the node after the write or as it was)."""
+        held, item = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression="SET held = :true",
+            ConditionExpression="#status IN (:blocked, :pending)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":blocked": str_attr(Status.BLOCKED),
+                ":pending": str_attr(Status.PENDING),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return held, item_to_job(item) if item else None
+
+    def unhold_node(self, key: JobKey, *, make_direct: bool) -> tuple[bool, Job | None]:
+        """Resume a held DAG node. `make_direct`: a pending root that is due by now (or soon),
+        which the caller then sends itself; marking it direct keeps sweepers off it."""
+        unheld, item = self._write_if(
+            "update",
+            Key=key_item(key),
+            UpdateExpression=("SET direct = :true " if make_direct else "") + "REMOVE held",
+            ConditionExpression="attribute_exists(held)",
+            **({"ExpressionAttributeValues": {":true": {"BOOL": True}}} if make_direct else {}),
+            ReturnValues="ALL_NEW",
+        )
+        return unheld, item_to_job(item) if item else None

@@ -1,0 +1,235 @@
+"""What a sweep reads and records: a shard's due range, its cursor, its done markers, and the
+highest shard count ever deployed.
+
+- sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries
+  never see it
+- sweep done:  ("shard#<n>", "done#<sweep token>"): that sweep sent all it claimed on the
+  shard (written only when it left the cursor held behind jobs it sent)
+- shard count: ("meta", "shards")"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sundial.errors import Unavailable
+from sundial.ids import JobKey, shard_pk
+from sundial.model.job import (
+    Job,
+    Priority,
+    Status,
+)
+
+if TYPE_CHECKING:
+    pass
+from sundial.store.job_items import item_to_job
+from sundial.store.table import (
+    BATCH_ATTEMPTS,
+    Item,
+    TableAdapter,
+    num_attr,
+    opt_int,
+    query_items,
+    str_attr,
+)
+
+CURSOR_SK = "cursor"
+
+SWEEP_DONE_PREFIX = "done#"
+
+META_PK, SHARDS_SK = "meta", "shards"
+
+
+@dataclass(frozen=True, slots=True)
+class DueRef:
+    """What a sweep needs to decide about a job, without its payload (dispatch.sweeper reads a
+    whole due range first, to dispatch higher priorities first)."""
+
+    key: JobKey
+    queue: str
+    priority: Priority
+    status: Status
+    direct: bool
+    claim_token: str | None
+    lease_until_ms: int | None
+    retry_of: JobKey | None
+    schedule_id: str | None
+    chained: bool
+    held: bool  # a root of a paused DAG (sundial.services.dags)
+
+    @property
+    def id(self) -> str:
+        return self.key.job_id
+
+    @property
+    def due_ms(self) -> int:
+        return self.key.due_ms
+
+
+_DUE_REF_ATTRIBUTES = (
+    "pk, sk, #queue, priority, #status, direct, claim_token, lease_until, retry_of,"
+    " schedule_id, chained, held"
+)
+
+
+def _item_to_due_ref(item: Item) -> DueRef:
+    return DueRef(
+        key=JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"]),
+        queue=item["queue"]["S"],
+        priority=Priority(item["priority"]["S"]),
+        status=Status(item["status"]["S"]),
+        direct=item.get("direct", {}).get("BOOL", False),
+        claim_token=item["claim_token"]["S"] if "claim_token" in item else None,
+        lease_until_ms=opt_int(item, "lease_until"),
+        retry_of=JobKey.from_job_id(item["retry_of"]["S"]) if "retry_of" in item else None,
+        schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
+        chained=item.get("chained", {}).get("BOOL", False),
+        held=item.get("held", {}).get("BOOL", False),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """An item in a due range that is not a valid job (sundial.dispatch.sweeper marks it dead)."""
+
+    key: JobKey | None  # None if even its keys cannot be read as a job's
+    reason: str
+
+
+def _job_key_or_none(item: Item) -> JobKey | None:
+    try:
+        return JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+class SweepStore(TableAdapter):
+    """The sweep's side of the table."""
+
+    def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
+        """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "ExpressionAttributeValues": {
+                ":pk": str_attr(shard_pk(shard)),
+                ":from": str_attr(from_sk),
+                ":to": str_attr(to_sk),
+            },
+            # A job written just before the sweep must not be missed.
+            "ConsistentRead": True,
+        }
+        for item in query_items(self._db, request):
+            yield item_to_job(item)
+
+    def query_due_refs(
+        self, shard: int, *, from_sk: str, to_sk: str
+    ) -> Iterator[DueRef | Malformed]:
+        """As query_due, but only what a sweep decides on (no payload), so a whole backlog
+        fits in a sweeper's memory."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+            "ProjectionExpression": _DUE_REF_ATTRIBUTES,
+            "ExpressionAttributeNames": {"#queue": "queue", "#status": "status"},
+            "ExpressionAttributeValues": {
+                ":pk": str_attr(shard_pk(shard)),
+                ":from": str_attr(from_sk),
+                ":to": str_attr(to_sk),
+            },
+            "ConsistentRead": True,
+        }
+        for item in query_items(self._db, request):
+            try:
+                yield _item_to_due_ref(item)
+            except (KeyError, ValueError, TypeError) as error:
+                # One bad item must not stop the sweep of its shard: hand it over as such.
+                yield Malformed(_job_key_or_none(item), f"malformed job item: {error!r}")
+
+    def read_cursors(self, shards: Sequence[int]) -> dict[int, str]:
+        """The sweep cursor of each shard that has one: the lowest sort key still to look at."""
+        cursors: dict[int, str] = {}
+        for start in range(0, len(shards), 100):
+            keys: list[Any] = [
+                {"pk": str_attr(shard_pk(s)), "sk": str_attr(CURSOR_SK)}
+                for s in shards[start : start + 100]
+            ]
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "pk, #c",
+                }
+            }
+            request[self._table]["ExpressionAttributeNames"] = {"#c": "cursor"}
+            for _ in range(BATCH_ATTEMPTS):
+                response = self._db.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    shard = int(item["pk"]["S"].removeprefix("shard#"))
+                    cursors[shard] = item["cursor"]["S"]
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            else:
+                raise Unavailable("DynamoDB left sweep cursors unread")
+        return cursors
+
+    def advance_cursor(self, shard: int, cursor: str) -> bool:
+        """Move a shard's cursor forward, never back: concurrent sweepers may race here."""
+        moved, _ = self._write_if(
+            "update",
+            Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
+            UpdateExpression="SET #c = :c",
+            ConditionExpression="attribute_not_exists(#c) OR #c < :c",
+            ExpressionAttributeNames={"#c": "cursor"},
+            ExpressionAttributeValues={":c": str_attr(cursor)},
+        )
+        return moved
+
+    def record_sweep_done(
+        self, shard: int, token: str, *, expires_at_s: int, not_sent: Collection[str] = ()
+    ) -> None:
+        """Record that sweep `token` finished on `shard`: it sent every job it claimed there
+        except `not_sent` (ids whose send failed or whose claim's outcome is unknown). A later
+        sweep that meets this sweep's claims behind a held cursor takes only the others as sent
+        (THE CURSOR RULE, sundial.timing)."""
+        item: Item = {
+            "pk": str_attr(shard_pk(shard)),
+            "sk": str_attr(f"{SWEEP_DONE_PREFIX}{token}"),
+            "expires_at": num_attr(expires_at_s),
+        }
+        if not_sent:  # a string set cannot be empty
+            item["not_sent"] = {"SS": sorted(not_sent)}
+        self._db.put_item(TableName=self._table, Item=item)
+
+    def sweep_done(self, shard: int, token: str) -> frozenset[str] | None:
+        """None if sweep `token` has not finished on `shard`; else the ids it did not send."""
+        response = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(f"{SWEEP_DONE_PREFIX}{token}")},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if item is None:
+            return None
+        return frozenset(item.get("not_sent", {}).get("SS", []))
+
+    def recorded_shard_count(self) -> int:
+        response = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": str_attr(META_PK), "sk": str_attr(SHARDS_SK)},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return int(item["shard_count"]["N"]) if item else 0
+
+    def record_shard_count(self, shard_count: int) -> None:
+        """Raise the recorded shard count; a lower value is ignored (shards only grow)."""
+        self._write_if(
+            "update",
+            Key={"pk": str_attr(META_PK), "sk": str_attr(SHARDS_SK)},
+            UpdateExpression="SET shard_count = :n",
+            ConditionExpression="attribute_not_exists(shard_count) OR shard_count < :n",
+            ExpressionAttributeValues={":n": num_attr(shard_count)},
+        )

@@ -1,0 +1,102 @@
+"""The table helpers every store shares: the attribute codec, conditional writes, queries
+across pages, transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from sundial.ids import JobKey
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+
+Item = dict[str, Any]
+
+
+def str_attr(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def num_attr(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def opt_int(item: Item, name: str) -> int | None:
+    return int(item[name]["N"]) if name in item else None
+
+
+# How often a batch call is repeated for what DynamoDB left unprocessed.
+BATCH_ATTEMPTS = 5
+
+
+def key_item(key: JobKey) -> Item:
+    return {"pk": str_attr(key.pk), "sk": str_attr(key.sk)}
+
+
+def is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+def query_items(db: DynamoDBClient, request: dict[str, Any]) -> Iterator[Item]:
+    """Every item a Query returns, page after page (a page holds at most 1 MB)."""
+    request = dict(request)
+    while True:
+        page = db.query(**request)
+        yield from page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def write_if(
+    db: DynamoDBClient, table: str, operation: str, **request: Any
+) -> tuple[bool, Item | None]:
+    """A conditional PutItem or UpdateItem. Returns (written, the item as it was if not):
+    a failed condition hands back the old item at no extra cost (ALL_OLD)."""
+    call = db.put_item if operation == "put" else db.update_item
+    try:
+        response = call(
+            TableName=table,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            ReturnConsumedCapacity="TOTAL",
+            **request,
+        )
+    except ClientError as error:
+        if is_condition_failure(error):
+            return False, cast("Item | None", dict(error.response).get("Item"))
+        raise
+    # With ReturnValues=ALL_NEW, hand back the item as written.
+    return True, cast("Item | None", dict(response).get("Attributes"))
+
+
+def transact(db: DynamoDBClient, writes: Sequence[Item]) -> list[int]:
+    """TransactWriteItems: all of `writes` or none. Returns the indexes of the entries whose
+    condition failed ([] when everything was written). Any other cancellation (a conflicting
+    transaction, throttling) is raised: the caller's request fails and is retried whole."""
+    try:
+        db.transact_write_items(
+            TransactItems=cast("Any", list(writes)), ReturnConsumedCapacity="TOTAL"
+        )
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            raise
+        reasons = cast("list[Item]", dict(error.response).get("CancellationReasons", []))
+        failed = [i for i, r in enumerate(reasons) if r.get("Code") == "ConditionalCheckFailed"]
+        if not failed:
+            raise
+        return failed
+    return []
+
+
+class TableAdapter:
+    """One table through one client: the base of every store in this package."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._db = client
+        self._table = table_name
+
+    def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
+        return write_if(self._db, self._table, operation, **request)
