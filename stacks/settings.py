@@ -21,9 +21,14 @@ from pydantic import (
     field_validator,
 )
 
-# The longest a retry may wait: a retry beyond SQS's 15-minute DelaySeconds waits as a timer
-# item in the job table, so this is a product limit rather than an SQS one.
-MAX_RETRY_DELAY_SECONDS = 7 * 24 * 3600
+from sundial.retry import QueueRetryDefaults
+from sundial.settings import (
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_SHARD_COUNT,
+    DEFAULT_SHARDS_PER_SWEEPER,
+    MAX_RETENTION_DAYS,
+    MAX_SHARD_COUNT,
+)
 
 CONTEXT_KEY = "sundial"
 
@@ -40,29 +45,14 @@ class SettingsError(ValueError):
     """The "sundial" context is missing or invalid; the message names every bad key."""
 
 
-class RetrySettings(BaseModel):
+class RetrySettings(QueueRetryDefaults):
     """A queue's retry defaults, given to every function as SUNDIAL_RETRY_DEFAULTS: at most
     max_attempts attempts in all, with exponential backoff from initial_delay_seconds, times
-    `factor` per retry, capped at max_delay_seconds. The consumer SDK applies them (the exact
-    formula, jitter included, is in sundial.retry)."""
-
-    # validate_default: max_delay_seconds is checked against initial_delay_seconds even when
-    # left at its default (an initial delay of 2 h with the default 1 h cap is an error).
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    `factor` per retry, capped at max_delay_seconds. The fields, their defaults and limits are
+    the runtime's own (sundial.retry, where the formula, jitter included, is)."""
 
     # Strict: JSON numbers only, so a `true` or a "3" in cdk.json is an error, not a 1 or a 3.
-    max_attempts: int = Field(default=3, ge=1, le=100, strict=True)
-    initial_delay_seconds: int = Field(default=10, ge=0, le=86_400, strict=True)
-    factor: float = Field(default=2.0, ge=1.0, le=10.0, strict=True)
-    max_delay_seconds: int = Field(default=3600, ge=0, le=MAX_RETRY_DELAY_SECONDS, strict=True)
-
-    @field_validator("max_delay_seconds")
-    @classmethod
-    def _not_below_initial_delay(cls, value: int, info: ValidationInfo) -> int:
-        initial = info.data.get("initial_delay_seconds")  # absent when itself invalid
-        if initial is not None and value < initial:
-            raise ValueError(f"must be >= initial_delay_seconds ({initial}), got {value}")
-        return value
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
 class QueueSettings(BaseModel):
@@ -112,9 +102,10 @@ class SundialSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    shard_count: int = Field(ge=1, le=4096)
-    shards_per_sweeper: int = Field(ge=1)
-    retention_days: int = Field(ge=1, le=3650)
+    # Defaults and limits shared with the runtime's settings (sundial.settings).
+    shard_count: int = Field(default=DEFAULT_SHARD_COUNT, ge=1, le=MAX_SHARD_COUNT)
+    shards_per_sweeper: int = Field(default=DEFAULT_SHARDS_PER_SWEEPER, ge=1)
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, le=MAX_RETENTION_DAYS)
     queues: dict[QueueName, QueueSettings] = Field(min_length=1)
     example_consumer_queue: str | None = "demo"
     """The queue the example consumer Lambda (lambdas/example_consumer) reads; None: no example."""

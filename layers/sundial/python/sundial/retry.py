@@ -1,30 +1,39 @@
 """Retry policy: exponential backoff with full jitter ("Exponential Backoff And Jitter", AWS
-Architecture Blog): retry n waits a uniform random time in [0, min(cap, base * f^(n-1))]."""
+Architecture Blog): retry n waits a uniform random time in [0, min(cap, base * f^(n-1))].
+
+The one set of retry defaults: the runtime applies them to a queue with none configured, and
+the CDK settings (stacks/settings.py, cdk.json) build on these models."""
 
 from __future__ import annotations
 
 import json
 import random
 from collections.abc import Mapping
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+# The longest a retry may wait: a retry beyond SQS's 15-minute DelaySeconds waits as a timer
+# item in the job table, so this is a product limit rather than an SQS one.
 MAX_RETRY_DELAY_S = 7 * 86_400
+DEFAULT_MAX_ATTEMPTS = 3
 
 
 class RetryPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validate_default: the cap is checked against the initial delay even when left at its
+    # default (an initial delay of 2 h with the default 1 h cap is an error).
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     initial_delay_seconds: int = Field(default=10, ge=0, le=86_400, strict=True)
     factor: float = Field(default=2.0, ge=1.0, le=10.0)
     max_delay_seconds: int = Field(default=3600, ge=0, le=MAX_RETRY_DELAY_S, strict=True)
 
-    @model_validator(mode="after")
-    def _cap_above_base(self) -> Self:
-        if self.max_delay_seconds < self.initial_delay_seconds:
-            raise ValueError("max_delay_seconds must be at least initial_delay_seconds")
-        return self
+    @field_validator("max_delay_seconds")
+    @classmethod
+    def _not_below_initial_delay(cls, value: int, info: ValidationInfo) -> int:
+        initial = info.data.get("initial_delay_seconds")  # absent when itself invalid
+        if initial is not None and value < initial:
+            raise ValueError(f"must be >= initial_delay_seconds ({initial}), got {value}")
+        return value
 
     def delay_ms(self, retry_number: int, rng: random.Random) -> int:
         """Delay before retry `retry_number` (1 for the first retry), full jitter."""
@@ -38,7 +47,7 @@ class RetryPolicy(BaseModel):
 class QueueRetryDefaults(RetryPolicy):
     """A queue's defaults: the policy plus how many attempts a job gets."""
 
-    max_attempts: int = Field(default=3, ge=1, le=100, strict=True)
+    max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=100, strict=True)
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -1,27 +1,54 @@
-"""Runtime settings, read once from the environment the CDK stack gives each function."""
+"""Runtime settings, read once from the environment the CDK stack gives each function. The
+defaults here are the deployment's too (stacks/settings.py reads them)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sundial.retry import QueueRetryDefaults, parse_retry_defaults
 
+DEFAULT_SHARD_COUNT = 64
+MAX_SHARD_COUNT = 4096
+DEFAULT_SHARDS_PER_SWEEPER = 8
+DEFAULT_RETENTION_DAYS = 30
+MAX_RETENTION_DAYS = 3650
 
-class Settings(BaseModel):
+
+class EnvSettings(BaseModel):
+    """Settings read from SUNDIAL_<FIELD NAME> environment variables."""
+
     model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
+        """Build from SUNDIAL_* variables; a missing or bad one fails the cold start loudly."""
+        fields = {
+            name: environ[f"SUNDIAL_{name.upper()}"]
+            for name in cls.model_fields
+            if f"SUNDIAL_{name.upper()}" in environ
+        }
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as error:
+            raise RuntimeError(f"bad SUNDIAL_* environment: {error}") from error
+
+
+class Settings(EnvSettings):
+    """What the job functions read: the table, the queues and the deployment's choices."""
 
     table_name: str = Field(min_length=3)
     queue_urls: dict[str, str] = Field(min_length=1)
     dead_letter_urls: dict[str, str] = Field(default_factory=dict)
     priority_queue_urls: dict[str, str] = Field(default_factory=dict)
     retry_defaults: dict[str, QueueRetryDefaults] = Field(default_factory=dict)
-    shard_count: int = Field(default=64, ge=1, le=4096)
-    retention_days: int = Field(default=30, ge=1, le=3650)
+    shard_count: int = Field(default=DEFAULT_SHARD_COUNT, ge=1, le=MAX_SHARD_COUNT)
+    retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, le=MAX_RETENTION_DAYS)
     sweeper_function: str | None = None
-    shards_per_sweeper: int = Field(default=8, ge=1)
+    shards_per_sweeper: int = Field(default=DEFAULT_SHARDS_PER_SWEEPER, ge=1)
 
     @field_validator("queue_urls", "dead_letter_urls", "priority_queue_urls", mode="before")
     @classmethod
@@ -35,16 +62,3 @@ class Settings(BaseModel):
 
     def retry_defaults_for(self, queue: str) -> QueueRetryDefaults:
         return self.retry_defaults.get(queue) or QueueRetryDefaults()
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Build from SUNDIAL_* variables; a missing or bad one fails the cold start loudly."""
-        fields = {
-            name: environ[f"SUNDIAL_{name.upper()}"]
-            for name in cls.model_fields
-            if f"SUNDIAL_{name.upper()}" in environ
-        }
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as error:
-            raise RuntimeError(f"bad SUNDIAL_* environment: {error}") from error

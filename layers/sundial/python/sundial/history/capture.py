@@ -39,9 +39,10 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
     DynamoDBRecord,
     DynamoDBRecordEventName,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from sundial.ids import SHARD_PREFIX, SK_DIGITS, JobKey
+from sundial.settings import EnvSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -204,6 +205,19 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
             due_at_ms=key.due_ms,
             event_at_ms=approximate_ms,
         )
+    return _change_event(common, new, old, key=key, status=status, approximate_ms=approximate_ms)
+
+
+def _change_event(
+    common: dict[str, Any],
+    new: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    *,
+    key: JobKey,
+    status: str,
+    approximate_ms: int,
+) -> HistoryEvent | None:
+    """The event of an INSERT or MODIFY; None when the status and attempt did not change."""
     before = _str(old, "status") if old is not None else None
     attempt = _int(new, "attempts") or 0
     if old is not None and before == status and _int(old, "attempts") == attempt:
@@ -304,22 +318,8 @@ class HistoryRecorder:
         return dict(processor.response())
 
 
-class HistorySettings(BaseModel):
+class HistorySettings(EnvSettings):
     """The history Lambda's environment: SUNDIAL_HISTORY_BUCKET, SUNDIAL_HISTORY_PREFIX."""
-
-    model_config = ConfigDict(frozen=True)
 
     history_bucket: str = Field(min_length=3)
     history_prefix: str = Field(default="history", min_length=1)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> HistorySettings:
-        fields = {
-            name: environ[f"SUNDIAL_{name.upper()}"]
-            for name in cls.model_fields
-            if f"SUNDIAL_{name.upper()}" in environ
-        }
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as error:
-            raise RuntimeError(f"bad SUNDIAL_HISTORY_* environment: {error}") from error

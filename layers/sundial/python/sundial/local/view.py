@@ -54,8 +54,7 @@ class TableCounts:
             "ProjectionExpression": "pk, queue, #s, dag_id, #d.#n, retry_of",
             "ExpressionAttributeNames": {"#s": "status", "#d": "dag", "#n": "name"},
         }
-        while True:
-            page = dynamodb.scan(**request)
+        for page in dynamodb.get_paginator("scan").paginate(**request):
             for item in page.get("Items", []):
                 if not (item["pk"]["S"].startswith("shard#") and "queue" in item):
                     continue
@@ -63,9 +62,6 @@ class TableCounts:
                 if "dag_id" in item and "retry_of" not in item:  # a node, not a retry timer
                     name = item["dag"]["M"]["name"]["S"]
                     self.dags[(name, item["dag_id"]["S"])][item["status"]["S"]] += 1
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def dag_table(counts: TableCounts) -> Table:

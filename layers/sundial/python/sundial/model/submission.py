@@ -17,7 +17,6 @@ from sundial.retry import RetryPolicy
 MAX_PAYLOAD_BYTES = 65_536
 MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
 MAX_BATCH = 25
-DEFAULT_MAX_ATTEMPTS = 3
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 StrictInt = Annotated[int, Field(strict=True)]

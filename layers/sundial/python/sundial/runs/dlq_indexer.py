@@ -73,45 +73,14 @@ class DeadLetterIndexer:
         except ValidationError as error:
             if queue is None:
                 raise RuntimeError(f"message from unknown DLQ {record.event_source_arn}") from error
-            sent_ms = int(record.attributes.sent_timestamp)
-            letter = DeadLetter(
-                queue=queue,
-                dead_at_ms=sent_ms,
-                ref=record.message_id,
-                job_id=None,
-                attempt=None,
-                error_type=INVALID_ENVELOPE_ERROR,
-                message=f"not a Sundial envelope: {error.errors()[0]['msg']}"[:500],
-                body=record.body[:MAX_BODY_CHARS],
-            )
-            self._letters.put(letter, expires_at_s=now // 1000 + self._retention_s)
-            return letter
-        job = self._store.get(JobKey.from_job_id(envelope.id))
-        if job is None:
+            return self._index_invalid(record, queue, error, now)
+        found = self._store.get(JobKey.from_job_id(envelope.id))
+        if found is None:
             logger.warning("dead letter for an expired job dropped", extra={"id": envelope.id})
             return None
-        if job.status is not Status.DEAD:
-            # SQS redrove the message: its consumer kept failing before it ended the attempt.
-            redriven = AttemptError(
-                attempt=envelope.attempt,
-                at_ms=now,
-                error_type=REDRIVE_ERROR,
-                message="the consumer failed or timed out on every delivery (maxReceiveCount)",
-                traceback_head="",
-            )
-            marked, current = self._attempt_store.mark_dead(
-                job.key, error=redriven, now_ms=now, expires_at_s=now // 1000 + self._retention_s
-            )
-            if marked and current is not None:
-                job = current
-            elif current is not None and current.status is Status.DEAD:
-                job = current  # marked dead meanwhile, e.g. by this record's earlier delivery
-            else:
-                status = current.status if current else "gone"
-                logger.info(
-                    "dead letter dropped: the job finished", extra={"id": job.id, "status": status}
-                )
-                return None
+        job = found if found.status is Status.DEAD else self._mark_redriven(found, envelope, now)
+        if job is None:
+            return None
         marked_here = job.last_error is not None and job.last_error.error_type == REDRIVE_ERROR
         if marked_here and self._on_redriven is not None:
             self._on_redriven(job)  # again on a repeat: an earlier delivery may have died first
@@ -128,3 +97,39 @@ class DeadLetterIndexer:
         )
         self._letters.put(letter, expires_at_s=job.expires_at_s or now // 1000 + self._retention_s)
         return letter
+
+    def _index_invalid(
+        self, record: SQSRecord, queue: str, error: ValidationError, now: int
+    ) -> DeadLetter:
+        """A message that is not a Sundial envelope is kept as it is, by its message id."""
+        letter = DeadLetter(
+            queue=queue,
+            dead_at_ms=int(record.attributes.sent_timestamp),
+            ref=record.message_id,
+            job_id=None,
+            attempt=None,
+            error_type=INVALID_ENVELOPE_ERROR,
+            message=f"not a Sundial envelope: {error.errors()[0]['msg']}"[:500],
+            body=record.body[:MAX_BODY_CHARS],
+        )
+        self._letters.put(letter, expires_at_s=now // 1000 + self._retention_s)
+        return letter
+
+    def _mark_redriven(self, job: Job, envelope: Envelope, now: int) -> Job | None:
+        """SQS redrove the message: its consumer kept failing before it ended the attempt, so
+        the job is marked dead here. None when the job finished otherwise meanwhile."""
+        redriven = AttemptError(
+            attempt=envelope.attempt,
+            at_ms=now,
+            error_type=REDRIVE_ERROR,
+            message="the consumer failed or timed out on every delivery (maxReceiveCount)",
+            traceback_head="",
+        )
+        marked, current = self._attempt_store.mark_dead(
+            job.key, error=redriven, now_ms=now, expires_at_s=now // 1000 + self._retention_s
+        )
+        if current is not None and (marked or current.status is Status.DEAD):
+            return current  # dead now (by this write, or meanwhile by an earlier delivery)
+        status = current.status if current else "gone"
+        logger.info("dead letter dropped: the job finished", extra={"id": job.id, "status": status})
+        return None

@@ -12,8 +12,8 @@ from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
-from sundial.model.submission import DEFAULT_MAX_ATTEMPTS, MAX_HORIZON_S, SubmitJob
-from sundial.retry import QueueRetryDefaults
+from sundial.model.submission import MAX_HORIZON_S, SubmitJob
+from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
 from sundial.services.chain import OccurrenceChain
 from sundial.services.direct import DirectSender
 from sundial.store.attempts import AttemptStore

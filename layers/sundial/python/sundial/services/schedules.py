@@ -30,7 +30,7 @@ from sundial.model.schedule import (
     check_schedule_id,
     schedule_id_for,
 )
-from sundial.model.submission import DEFAULT_MAX_ATTEMPTS
+from sundial.retry import DEFAULT_MAX_ATTEMPTS
 from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore

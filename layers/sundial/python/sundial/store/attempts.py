@@ -14,11 +14,11 @@ from sundial.model.job import (
 
 if TYPE_CHECKING:
     pass
-from sundial.store.job_items import error_to_map, item_to_job
-from sundial.store.table import Item, TableAdapter, key_item, num_attr, str_attr
+from sundial.store.job_items import MARK_DEAD, JobItemStore, appended_error
+from sundial.store.table import Item, num_attr, str_attr
 
 
-class AttemptStore(TableAdapter):
+class AttemptStore(JobItemStore):
     """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
 
     _RUNNABLE = (
@@ -48,15 +48,13 @@ class AttemptStore(TableAdapter):
         if taking_over_from_ms is not None:
             condition += " OR (attempts = :n AND #status = :running AND started_at = :seen)"
             values[":seen"] = num_attr(taking_over_from_ms)
-        started, old = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET #status = :running, attempts = :n, started_at = :now",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
+        return self._update_job(
+            key,
+            update="SET #status = :running, attempts = :n, started_at = :now",
+            condition=condition,
+            values=values,
+            returns=None,
         )
-        return started, item_to_job(old) if old else None
 
     def record_attempt(
         self,
@@ -95,20 +93,15 @@ class AttemptStore(TableAdapter):
             values[":result"] = str_attr(result_json)
         if error is not None:
             sets.append("history = list_append(if_not_exists(history, :empty), :error)")
-            values[":empty"] = {"L": []}
-            values[":error"] = {"L": [{"M": error_to_map(error)}]}
-        names = {"#status": "status"}
-        if result_json is not None:
-            names["#result"] = "result"
-        written, old = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-            ConditionExpression=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            values |= appended_error(error)
+        return self._update_job(
+            key,
+            update=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            condition=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            values=values,
+            names={"#result": "result"},
+            returns=None,
         )
-        return written, item_to_job(old) if old else None
 
     def requeue(
         self,
@@ -123,20 +116,18 @@ class AttemptStore(TableAdapter):
         more attempts. The caller then sends the job and claims it, as the submit path does.
         A retry that died before its send left the job pending and direct; once older than
         `stale_before_ms` it may be retried again."""
-        written, old = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
+        return self._update_job(
+            key,
+            update=(
                 "SET #status = :pending, direct = :true, max_attempts = attempts + :extra,"
                 " retried_at = :now REMOVE finished_at, next_attempt_at, expires_at,"
                 " cancelled_at, claim_token, lease_until"
             ),
-            ConditionExpression=(
+            condition=(
                 ("#status = :dead" if only_dead else "#status IN (:dead, :failed, :cancelled)")
                 + " OR (#status = :pending AND direct = :true AND retried_at < :stale)"
             ),
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+            values={
                 ":pending": str_attr(Status.PENDING),
                 ":dead": str_attr(Status.DEAD),
                 **(
@@ -152,34 +143,23 @@ class AttemptStore(TableAdapter):
                 ":now": num_attr(now_ms),
                 ":stale": num_attr(stale_before_ms),
             },
-            ReturnValues="ALL_NEW",
         )
-        return written, item_to_job(old) if old else None
 
     def mark_dead(
         self, key: JobKey, *, error: AttemptError, now_ms: int, expires_at_s: int
     ) -> tuple[bool, Job | None]:
         """Any unfinished status -> dead, with `error` added to the history: for a message that
         SQS redrove to the DLQ because its consumer kept crashing before ending the attempt."""
-        written, old = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
-                "SET #status = :dead, finished_at = :now, expires_at = :expires,"
-                " history = list_append(if_not_exists(history, :empty), :error)"
-                " REMOVE next_attempt_at, claim_token, lease_until"
-            ),
-            ConditionExpression="attribute_exists(pk) AND NOT #status IN (:dead, :ok, :cancelled)",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+        return self._update_job(
+            key,
+            update=MARK_DEAD,
+            condition="attribute_exists(pk) AND NOT #status IN (:dead, :ok, :cancelled)",
+            values={
                 ":dead": str_attr(Status.DEAD),
                 ":ok": str_attr(Status.SUCCEEDED),
                 ":cancelled": str_attr(Status.CANCELLED),
                 ":now": num_attr(now_ms),
                 ":expires": num_attr(expires_at_s),
-                ":empty": {"L": []},
-                ":error": {"L": [{"M": error_to_map(error)}]},
+                **appended_error(error),
             },
-            ReturnValues="ALL_NEW",
         )
-        return written, item_to_job(old) if old else None

@@ -15,11 +15,11 @@ from sundial.model.job import (
 
 if TYPE_CHECKING:
     pass
-from sundial.store.job_items import item_to_job
-from sundial.store.table import Item, TableAdapter, key_item, num_attr, query_items, str_attr
+from sundial.store.job_items import JobItemStore, item_to_job
+from sundial.store.table import Item, num_attr, query_items, str_attr
 
 
-class DagNodeStore(TableAdapter):
+class DagNodeStore(JobItemStore):
     """The writes that move a DAG's nodes (sundial.services.dag_progress)."""
 
     def dag_nodes(self, dag: DagKey) -> list[Job]:
@@ -46,26 +46,22 @@ class DagNodeStore(TableAdapter):
         parent is already in done_parents. Returns (counted, the node after the write, or as it
         was if not). Exactly one parent's write takes waiting_on to 0. The node's expiry moves
         on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger)."""
-        counted, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
+        return self._update_job(
+            key,
+            update=(
                 "ADD waiting_on :minus_one, done_parents :parents"
                 + (", failed_parents :parents" if failed else "")
                 + " SET expires_at = :expires"
             ),
-            ConditionExpression="#status = :blocked AND NOT contains(done_parents, :parent)",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+            condition="#status = :blocked AND NOT contains(done_parents, :parent)",
+            values={
                 ":minus_one": num_attr(-1),
                 ":parents": {"NS": [str(parent)]},
                 ":parent": num_attr(parent),
                 ":blocked": str_attr(Status.BLOCKED),
                 ":expires": num_attr(expires_at_s),
             },
-            ReturnValues="ALL_NEW",
         )
-        return counted, item_to_job(item) if item else None
 
     def release_node(
         self,
@@ -129,47 +125,36 @@ class DagNodeStore(TableAdapter):
         if results_json is not None:
             sets.append("parent_results = :results")
             values[":results"] = str_attr(results_json)
-        released, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=f"SET {', '.join(sets)}"
+        return self._update_job(
+            key,
+            update=f"SET {', '.join(sets)}"
             + (f" ADD {', '.join(adds)}" if adds else "")
             + (" REMOVE expires_at, direct" if queue_paused else " REMOVE expires_at"),
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"}
-            | ({"#queue": "queue"} if unless_queues else {}),
-            ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
+            condition=condition,
+            values=values,
+            names={"#queue": "queue"},
         )
-        return released, item_to_job(item) if item else None
 
     def hold_node(self, key: JobKey) -> tuple[bool, Job | None]:
         """Pause a DAG node that is not yet released: blocked, or a pending root. Returns
         (held now, the node after the write or as it was)."""
-        held, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET held = :true",
-            ConditionExpression="#status IN (:blocked, :pending)",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+        return self._update_job(
+            key,
+            update="SET held = :true",
+            condition="#status IN (:blocked, :pending)",
+            values={
                 ":true": {"BOOL": True},
                 ":blocked": str_attr(Status.BLOCKED),
                 ":pending": str_attr(Status.PENDING),
             },
-            ReturnValues="ALL_NEW",
         )
-        return held, item_to_job(item) if item else None
 
     def unhold_node(self, key: JobKey, *, make_direct: bool) -> tuple[bool, Job | None]:
         """Resume a held DAG node. `make_direct`: a pending root that is due by now (or soon),
         which the caller then sends itself; marking it direct keeps sweepers off it."""
-        unheld, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=("SET direct = :true " if make_direct else "") + "REMOVE held",
-            ConditionExpression="attribute_exists(held)",
-            **({"ExpressionAttributeValues": {":true": {"BOOL": True}}} if make_direct else {}),
-            ReturnValues="ALL_NEW",
+        return self._update_job(
+            key,
+            update=("SET direct = :true " if make_direct else "") + "REMOVE held",
+            condition="attribute_exists(held)",
+            values={":true": {"BOOL": True}} if make_direct else {},
         )
-        return unheld, item_to_job(item) if item else None

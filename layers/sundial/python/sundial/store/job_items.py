@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from sundial.ids import JobKey
 from sundial.model.job import (
@@ -18,7 +18,7 @@ from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
     pass
-from sundial.store.table import Item, num_attr, opt_int, str_attr
+from sundial.store.table import Item, TableAdapter, key_item, num_attr, opt_int, str_attr
 
 
 def job_to_item(job: Job) -> Item:
@@ -203,3 +203,51 @@ def item_to_job(item: Item) -> Job:
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
     )
+
+
+def appended_error(error: AttemptError) -> Item:
+    """The values (`:empty`, `:error`) that append `error` to a job's history."""
+    return {":empty": {"L": []}, ":error": {"L": [{"M": error_to_map(error)}]}}
+
+
+# A job ends dead with an error appended to its history: values :dead, :now, :expires, and
+# those of `appended_error`.
+MARK_DEAD = (
+    "SET #status = :dead, finished_at = :now, expires_at = :expires,"
+    " history = list_append(if_not_exists(history, :empty), :error)"
+    " REMOVE next_attempt_at, claim_token, lease_until"
+)
+
+
+class JobItemStore(TableAdapter):
+    """The base of the stores that change job items: one conditional update of one job."""
+
+    def _update_job(
+        self,
+        key: JobKey,
+        *,
+        update: str,
+        condition: str,
+        values: Item,
+        names: dict[str, str] | None = None,
+        returns: Literal["ALL_NEW"] | None = "ALL_NEW",
+    ) -> tuple[bool, Job | None]:
+        """Returns (written, the job after the write, or as it was if the condition failed;
+        None after a write with `returns=None`, which reads nothing back). `#status` names the
+        status attribute wherever the expressions use it."""
+        expressions = update + condition
+        all_names = {"#status": "status", **(names or {})}
+        request: dict[str, Any] = {
+            "Key": key_item(key),
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+        }
+        used = {name: value for name, value in all_names.items() if name in expressions}
+        if used:
+            request["ExpressionAttributeNames"] = used
+        if values:  # DynamoDB refuses an empty map
+            request["ExpressionAttributeValues"] = values
+        if returns is not None:
+            request["ReturnValues"] = returns
+        written, item = self._write_if("update", **request)
+        return written, item_to_job(item) if item else None

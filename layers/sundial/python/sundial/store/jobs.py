@@ -19,11 +19,16 @@ from sundial.timing import DIRECT_WINDOW_MS
 
 if TYPE_CHECKING:
     pass
-from sundial.store.job_items import error_to_map, item_to_job, job_to_item
+from sundial.store.job_items import (
+    MARK_DEAD,
+    JobItemStore,
+    appended_error,
+    item_to_job,
+    job_to_item,
+)
 from sundial.store.table import (
     BATCH_ATTEMPTS,
     Item,
-    TableAdapter,
     key_item,
     num_attr,
     str_attr,
@@ -54,7 +59,7 @@ class ClaimOutcome:
     job: Job | None = None  # with return_job, the job as claimed (the sweeper reads no payload)
 
 
-class JobStore(TableAdapter):
+class JobStore(JobItemStore):
     """The job items of the table (see sundial.store for the layout)."""
 
     def put_new(self, jobs: Sequence[Job]) -> None:
@@ -127,37 +132,34 @@ class JobStore(TableAdapter):
         }
         if chained:
             values[":true"] = {"BOOL": True}
-        won, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
+        won, job = self._update_job(
+            key,
+            update=(
                 "SET #status = :queued, claim_token = :token, lease_until = :lease,"
                 " queued_at = :at"
                 + (", chained = :true" if chained else "")
                 + ("" if keep_expiry else " REMOVE expires_at")
             ),
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
-            **({"ReturnValues": "ALL_NEW"} if return_job else {}),
+            condition=condition,
+            values=values,
+            returns="ALL_NEW" if return_job else None,
         )
         if won:
-            return ClaimOutcome(won=True, current=None, job=item_to_job(item) if item else None)
-        return ClaimOutcome(won=False, current=item_to_job(item) if item else None)
+            return ClaimOutcome(won=True, current=None, job=job)
+        return ClaimOutcome(won=False, current=job)
 
     def unclaim(self, key: JobKey, *, token: str) -> bool:
         """queued -> pending after a failed send, only if the claim is still ours."""
-        written, _ = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET #status = :pending REMOVE claim_token, lease_until, queued_at",
-            ConditionExpression="#status = :queued AND claim_token = :token",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+        written, _ = self._update_job(
+            key,
+            update="SET #status = :pending REMOVE claim_token, lease_until, queued_at",
+            condition="#status = :queued AND claim_token = :token",
+            values={
                 ":pending": str_attr(Status.PENDING),
                 ":queued": str_attr(Status.QUEUED),
                 ":token": str_attr(token),
             },
+            returns=None,
         )
         return written
 
@@ -172,23 +174,19 @@ class JobStore(TableAdapter):
         as (False, None).
         """
         extra: Item = {":true": {"BOOL": True}} if chained else {}
-        cancelled, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
+        return self._update_job(
+            key,
+            update="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
             + (", chained = :true" if chained else ""),
-            ConditionExpression=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+            condition=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
+            values={
                 ":cancelled": str_attr(Status.CANCELLED),
                 ":now": num_attr(now_ms),
                 ":expires": num_attr(expires_at_s),
                 **_CANCELLABLE_VALUES,
                 **extra,
             },
-            ReturnValues="ALL_NEW",
         )
-        return cancelled, item_to_job(item) if item else None
 
     def pause(self, key: JobKey, *, now_ms: int) -> tuple[bool, Job | None]:
         """pending -> paused, in one conditional write. Only a job waiting in the table for the
@@ -199,20 +197,16 @@ class JobStore(TableAdapter):
             "#status = :pending AND attribute_not_exists(direct)"
             " AND attribute_not_exists(schedule_id)"
         )
-        paused, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET #status = :paused, paused_at = :now",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+        return self._update_job(
+            key,
+            update="SET #status = :paused, paused_at = :now",
+            condition=condition,
+            values={
                 ":paused": str_attr(Status.PAUSED),
                 ":pending": str_attr(Status.PENDING),
                 ":now": num_attr(now_ms),
             },
-            ReturnValues="ALL_NEW",
         )
-        return paused, item_to_job(item) if item else None
 
     def resume(
         self, key: JobKey, *, now_ms: int, direct: bool, stale_before_ms: int
@@ -221,29 +215,25 @@ class JobStore(TableAdapter):
         (as submit does), so the sweeper must leave it alone. A direct resume that died before
         its send left the job pending and direct; once older than `stale_before_ms` it may be
         resumed again. Returns (resumed, the job as written, or as it was if not)."""
-        written, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
+        return self._update_job(
+            key,
+            update=(
                 "SET #status = :pending, resumed_at = :now"
                 + (", direct = :true" if direct else "")
                 + " REMOVE paused_at"
             ),
-            ConditionExpression=(
+            condition=(
                 "#status = :paused"
                 " OR (#status = :pending AND direct = :true AND resumed_at < :stale)"
             ),
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+            values={
                 ":pending": str_attr(Status.PENDING),
                 ":paused": str_attr(Status.PAUSED),
                 ":true": {"BOOL": True},
                 ":now": num_attr(now_ms),
                 ":stale": num_attr(stale_before_ms),
             },
-            ReturnValues="ALL_NEW",
         )
-        return written, item_to_job(item) if item else None
 
     def take_direct(
         self, key: JobKey, *, now_ms: int, stale_before_ms: int
@@ -253,25 +243,21 @@ class JobStore(TableAdapter):
         `stale_before_ms`, never sent) may be taken again. Returns (taken, the job as written
         or, if not taken, as it is: not pending, someone else holds it, or its DAG is paused;
         None if there is no such job)."""
-        taken, item = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression="SET direct = :true, resumed_at = :now",
+        return self._update_job(
+            key,
+            update="SET direct = :true, resumed_at = :now",
             # A root of a paused DAG (`held`) waits for the DAG's resume, whoever asks.
-            ConditionExpression=(
+            condition=(
                 "#status = :pending AND attribute_not_exists(held)"
                 " AND (attribute_not_exists(direct) OR resumed_at < :stale)"
             ),
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
+            values={
                 ":pending": str_attr(Status.PENDING),
                 ":true": {"BOOL": True},
                 ":now": num_attr(now_ms),
                 ":stale": num_attr(stale_before_ms),
             },
-            ReturnValues="ALL_NEW",
         )
-        return taken, item_to_job(item) if item else None
 
     def new_job_write(self, job: Job) -> Item:
         """A brand-new job, as one TransactWriteItems entry."""
@@ -363,26 +349,14 @@ class JobStore(TableAdapter):
         history, so it is visible on GET /jobs/{id} and no sweep stops at it again. With
         `token`, only while it is still claimed by that sweep; without, only while no one may be
         sending or running it."""
+        error = AttemptError(
+            attempt=0, at_ms=now_ms, error_type=error_type, message=reason, traceback_head=""
+        )
         values: Item = {
             ":dead": str_attr(Status.DEAD),
             ":now": num_attr(now_ms),
             ":expires": num_attr(expires_at_s),
-            ":empty": {"L": []},
-            ":error": {
-                "L": [
-                    {
-                        "M": error_to_map(
-                            AttemptError(
-                                attempt=0,
-                                at_ms=now_ms,
-                                error_type=error_type,
-                                message=reason,
-                                traceback_head="",
-                            )
-                        )
-                    }
-                ]
-            },
+            **appended_error(error),
         }
         if token is None:
             # A malformed item may lack a status or hold an unknown one: any but these.
@@ -399,16 +373,11 @@ class JobStore(TableAdapter):
         else:
             condition = "#status = :queued AND claim_token = :token"
             values |= {":queued": str_attr(Status.QUEUED), ":token": str_attr(token)}
-        written, _ = self._write_if(
-            "update",
-            Key=key_item(key),
-            UpdateExpression=(
-                "SET #status = :dead, finished_at = :now, expires_at = :expires,"
-                " history = list_append(if_not_exists(history, :empty), :error)"
-                " REMOVE claim_token, lease_until"
-            ),
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=values,
+        written, _ = self._update_job(
+            key,
+            update=MARK_DEAD,
+            condition=condition,
+            values=values,
+            returns=None,
         )
         return written

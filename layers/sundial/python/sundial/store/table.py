@@ -42,13 +42,8 @@ def is_condition_failure(error: ClientError) -> bool:
 
 def query_items(db: DynamoDBClient, request: dict[str, Any]) -> Iterator[Item]:
     """Every item a Query returns, page after page (a page holds at most 1 MB)."""
-    request = dict(request)
-    while True:
-        page = db.query(**request)
+    for page in db.get_paginator("query").paginate(**request):
         yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def write_if(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
+from sundial.transport.routes import QueueRoutes
+
 if TYPE_CHECKING:
-    from mypy_boto3_sqs.client import SQSClient
+    pass
 
 SQS_MAX_WAIT_S = 20
 SQS_MAX_RECEIVE = 10
@@ -32,16 +33,9 @@ class LeaseExpired(Exception):
 _PRIORITY_RECEIPT = "priority:"
 
 
-class QueueReceiver:
-    def __init__(
-        self,
-        client: SQSClient,
-        queue_urls: Mapping[str, str],
-        priority_urls: Mapping[str, str] | None = None,
-    ) -> None:
-        self._sqs = client
-        self._urls = queue_urls
-        self._priority_urls = dict(priority_urls or {})
+class QueueReceiver(QueueRoutes):
+    """Receives, extends and deletes job messages for leases (routed as transport.routes says:
+    a message is extended and deleted on the queue it came from)."""
 
     def receive(
         self, queue: str, *, wait_s: int, max_messages: int, visibility_s: int
@@ -49,10 +43,9 @@ class QueueReceiver:
         """Long-poll: returns as soon as a message is there, or empty after `wait_s`. A queue
         with a priority queue is read there first (without waiting): its critical and high
         jobs go ahead of the rest."""
-        if queue in self._priority_urls:
-            urgent = self._receive(
-                self._priority_urls[queue], 0, max_messages, visibility_s, _PRIORITY_RECEIPT
-            )
+        priority_url = self.priority_url(queue)
+        if priority_url is not None:
+            urgent = self._receive(priority_url, 0, max_messages, visibility_s, _PRIORITY_RECEIPT)
             if urgent:
                 return urgent
         return self._receive(self._urls[queue], wait_s, max_messages, visibility_s, "")
@@ -77,16 +70,15 @@ class QueueReceiver:
         ]
 
     def _source(self, queue: str, receipt_handle: str) -> tuple[str, str]:
-        if receipt_handle.startswith(_PRIORITY_RECEIPT) and queue in self._priority_urls:
-            return self._priority_urls[queue], receipt_handle.removeprefix(_PRIORITY_RECEIPT)
+        priority_url = self.priority_url(queue)
+        if receipt_handle.startswith(_PRIORITY_RECEIPT) and priority_url is not None:
+            return priority_url, receipt_handle.removeprefix(_PRIORITY_RECEIPT)
         return self._urls[queue], receipt_handle
 
     def extend(self, queue: str, receipt_handle: str, seconds: int) -> None:
         url, handle = self._source(queue, receipt_handle)
         try:
-            self._sqs.change_message_visibility(
-                QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=seconds
-            )
+            self.change_visibility(url, handle, seconds)
         except ClientError as error:
             raise _lease_error(error) from error
 

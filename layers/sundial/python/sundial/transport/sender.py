@@ -9,7 +9,7 @@ again cannot succeed). A rejected job affects only itself; the others are sent."
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +17,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.model.job import Job, Priority
 from sundial.transport.envelope import envelope_body
+from sundial.transport.routes import QueueRoutes
 
 if TYPE_CHECKING:
-    from mypy_boto3_sqs.client import SQSClient
+    pass
 
 SQS_MAX_DELAY_S = 900
 SQS_BATCH = 10
@@ -62,27 +63,8 @@ class SendResult:
         return self.retry + [r.message for r in self.rejected]
 
 
-# SQS has no priorities: a queue configured with a priority queue gets these there.
-URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
-
-
-class QueueSender:
-    def __init__(
-        self,
-        client: SQSClient,
-        queue_urls: Mapping[str, str],
-        priority_urls: Mapping[str, str] | None = None,
-    ) -> None:
-        self._sqs = client
-        self._urls = queue_urls
-        self._priority_urls = dict(priority_urls or {})
-
-    def url_for(self, queue: str, priority: Priority) -> str:
-        """The SQS queue a job goes to: its queue's priority queue if critical or high and the
-        queue has one, else the queue itself."""
-        if priority in URGENT and queue in self._priority_urls:
-            return self._priority_urls[queue]
-        return self._urls[queue]
+class QueueSender(QueueRoutes):
+    """Sends jobs to their SQS queues (routed as transport.routes says) in batches."""
 
     def send(
         self, outgoing: Sequence[Outgoing], *, now_ms: int | Callable[[], int]
@@ -128,11 +110,7 @@ class QueueSender:
     ) -> None:
         """Keep a message that is being worked on from being delivered again (heartbeat). The
         message came from where a job of this queue and priority is sent."""
-        self._sqs.change_message_visibility(
-            QueueUrl=self.url_for(queue, priority),
-            ReceiptHandle=receipt_handle,
-            VisibilityTimeout=seconds,
-        )
+        self.change_visibility(self.url_for(queue, priority), receipt_handle, seconds)
 
     def _send_batch(
         self,

@@ -1,0 +1,344 @@
+"""One sweep of one shard: read its due range, claim and send each job, move or hold its
+cursor (the rules are in dispatch.sweeper's docstring and sundial.timing)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sundial.clock import Clock
+from sundial.ids import due_sk_bound
+from sundial.model.job import Job, Priority, Status
+from sundial.services.chain import Action, OccurrenceChain
+from sundial.store.jobs import ClaimOutcome, JobStore
+from sundial.store.sweeps import DueRef, Malformed, SweepStore
+from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
+from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
+
+logger = logging.getLogger(__name__)
+
+
+# Flush claimed jobs to SQS once this many are waiting, so a long backlog streams out.
+_FLUSH_AT = SQS_BATCH * 10
+
+
+# A shard whose sends keep failing stops claiming after this many (SQS is struggling; the
+# next sweep goes on from there). It also bounds the done record's `not_sent` set (~40 KB).
+NOT_SENT_MAX = 1000
+
+
+_PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+
+
+# A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
+SweptJob = DueRef | Job
+
+
+@dataclass(slots=True)
+class SweepReport:
+    shards: int = 0
+    seen: int = 0
+    dispatched: int = 0
+    send_failures: int = 0
+    lost_races: int = 0
+    taken_over: int = 0
+    paused: int = 0  # pending jobs of paused queues, passed over
+    poisoned: int = 0  # jobs that can never be sent as they are, marked dead with the reason
+    errors: int = 0  # AWS errors met (a claim, an un-claim, a shard), each isolated
+    held_shards: list[int] = field(default_factory=list)
+    failed_shards: list[int] = field(default_factory=list)  # swept no further after an error
+
+    def add(self, other: SweepReport) -> None:
+        self.shards += other.shards
+        self.seen += other.seen
+        self.dispatched += other.dispatched
+        self.send_failures += other.send_failures
+        self.lost_races += other.lost_races
+        self.taken_over += other.taken_over
+        self.paused += other.paused
+        self.poisoned += other.poisoned
+        self.errors += other.errors
+        self.held_shards += other.held_shards
+        self.failed_shards += other.failed_shards
+
+
+class ShardSweep:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        sweeps: SweepStore,
+        sender: QueueSender,
+        clock: Clock,
+        shard: int,
+        cursor: str | None,
+        token: str,
+        remaining_ms: Callable[[], int] | None,
+        claims: Executor,
+        paused_queues: frozenset[str] = frozenset(),
+        chain: OccurrenceChain | None = None,
+        retention_s: int = 30 * 86_400,
+    ) -> None:
+        self._store, self._sweeps, self._sender, self._clock = store, sweeps, sender, clock
+        self._shard = shard
+        self._cursor = cursor or due_sk_bound(0, upper=False)
+        self._token = token
+        self._remaining_ms = remaining_ms
+        self._claims = claims
+        self._paused_queues = paused_queues
+        self._chain = chain
+        self._retention_s = retention_s
+        self._hold: str | None = None  # lowest sort key that must be looked at again
+        self._in_flight: list[tuple[SweptJob, Future[ClaimOutcome]]] = []  # claims, in order
+        self._claimed: list[Job] = []
+        self._handled: set[str] = set()  # sort keys already dealt with in this sweep
+        self._frontier_sk = ""
+        # Ids this sweep claimed and did not send (or may have claimed: a claim whose outcome
+        # is unknown). Its done record names them, so no later sweep takes them as sent.
+        self._not_sent: set[str] = set()
+        self._done_tokens: dict[str, frozenset[str] | None] = {}
+        self._expires_at_s = 0
+        self.report = SweepReport(shards=1)
+
+    def run(self) -> SweepReport:
+        now = self._clock.now_ms()
+        frontier = now + SWEEP_LOOKAHEAD_MS
+        self._frontier_sk = due_sk_bound(frontier, upper=True)
+        self._expires_at_s = now // 1000 + self._retention_s
+        refs: list[DueRef] = []
+        malformed = 0
+        for ref in self._sweeps.query_due_refs(
+            self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
+        ):
+            if isinstance(ref, Malformed):
+                malformed += 1
+                self._poison_malformed(ref)
+            else:
+                refs.append(ref)
+        self.report.seen = len(refs)
+        # Higher priority first, then due order. When the range holds more than one sweep can
+        # send (a backlog after an outage), the time goes to the urgent jobs; the cursor holds
+        # at the lowest job left, and the next sweep continues from there.
+        order = sorted(range(len(refs)), key=lambda i: (_PRIORITY_RANK[refs[i].priority], i))
+        for position, index in enumerate(order):
+            if self._short_of_time() or len(self._not_sent) >= NOT_SENT_MAX:
+                self._hold_at(min(refs[i].key.sk for i in order[position:]))
+                break
+            self._consider(refs[index])
+            if len(self._in_flight) + len(self._claimed) >= _FLUSH_AT:
+                self._flush()
+        self._flush()
+        next_cursor = self._hold or due_sk_bound(frontier + 1, upper=False)
+        if (self.report.seen or malformed) and next_cursor > self._cursor:
+            self._sweeps.advance_cursor(self._shard, next_cursor)
+        if self._hold:
+            self.report.held_shards.append(self._shard)
+            if self.report.dispatched:
+                # Jobs this sweep sent may lie above the held cursor: say they were sent, so a
+                # later sweep does not take them over as if this one had died; and name those
+                # it did not send, so a later sweep does not pass them (THE CURSOR RULE).
+                self._sweeps.record_sweep_done(
+                    self._shard,
+                    self._token,
+                    expires_at_s=self._expires_at_s,
+                    not_sent=self._not_sent,
+                )
+        return self.report
+
+    def _consider(self, job: SweptJob) -> None:
+        if job.key.sk in self._handled:
+            return  # e.g. an occurrence this sweep wrote, met again further down the range
+        self._handled.add(job.key.sk)
+        now = self._clock.now_ms()
+        if job.direct:
+            return  # the submit path owns it
+        if _dag_held(job):
+            return  # a root of a paused DAG: resuming the DAG dispatches it
+        if job.status is Status.PENDING:
+            if job.queue in self._paused_queues:
+                self.report.paused += 1
+                return  # stays pending; the queue's resume catches it up
+            if job.schedule_id is not None and self._chain is not None:
+                self._occurrence(job, now)
+            else:
+                self._claim(job, now, from_token=None)
+        elif job.status is Status.QUEUED and job.claim_token != self._token:
+            not_sent = self._sweep_done(job.claim_token) if job.claim_token else None
+            if not_sent is not None and job.id not in not_sent:
+                return  # sent by a sweep that finished; its cursor was held below it
+            # Still claimed by a live sweep, or by one that finished without sending it (it was
+            # un-claimed since, or is retaken once its lease is over): never pass it.
+            if job.lease_until_ms is not None and job.lease_until_ms < now:
+                self.report.taken_over += 1
+                self._claim(job, now, from_token=job.claim_token)
+            else:
+                self._hold_at(job.key.sk)  # another live sweeper is sending it; it may fail
+        elif (
+            job.status is Status.CANCELLED
+            and job.schedule_id is not None
+            and not job.chained
+            and self._chain is not None
+        ):
+            # An occurrence cancelled before its time: the schedule goes on from it.
+            self._follow(self._chain.advance(job, now_ms=now).successor)
+
+    def _occurrence(self, job: SweptJob, now: int) -> None:
+        """Advance the schedule (sundial.services.chain) before dispatching its occurrence."""
+        assert self._chain is not None
+        advance = self._chain.decide(job, now_ms=now)  # parks it if its schedule is paused
+        if advance.action is Action.FIRE:
+            self._claim(job, now, from_token=None, chained=True)
+        elif advance.action in (Action.SKIP, Action.DROP):
+            self._store.cancel(
+                job.key,
+                now_ms=now,
+                expires_at_s=self._chain.expiry(now),
+                chained=advance.action is Action.SKIP,
+            )
+        self._follow(advance.successor)
+
+    def _follow(self, successor: Job | None) -> None:
+        """A successor due within this sweep's range is dispatched now: the cursor is about to
+        pass it, and the query may have read its page before it was written."""
+        if successor is not None and successor.key.sk <= self._frontier_sk:
+            self._consider(successor)
+
+    def _claim(
+        self, job: SweptJob, now: int, *, from_token: str | None, chained: bool = False
+    ) -> None:
+        """Start the claim; its outcome is settled, in the order claims were started, before
+        the next flush."""
+        claim = self._claims.submit(
+            self._store.claim,
+            job.key,
+            token=self._token,
+            now_ms=now,
+            lease_ms=CLAIM_LEASE_MS,
+            from_token=from_token,
+            keep_expiry=job.retry_of is not None,
+            swept=True,
+            chained=chained,
+            return_job=True,
+        )
+        self._in_flight.append((job, claim))
+
+    def _settle_claims(self) -> None:
+        in_flight, self._in_flight = self._in_flight, []
+        for job, claim in in_flight:
+            try:
+                outcome = claim.result()
+            except (ClientError, BotoCoreError):
+                # The claim may or may not have been written: keep the job in sight. If it
+                # was, its lease expires and a later sweep retakes it.
+                logger.exception("claim of %s failed", job.id)
+                self.report.errors += 1
+                self._not_sent.add(job.id)
+                self._hold_at(job.key.sk)
+                continue
+            except (KeyError, ValueError, TypeError) as error:
+                # Claimed, but the item cannot be read as a job: it can never be sent.
+                self._poison(job, "MalformedJob", f"malformed job item: {error!r}")
+                continue
+            self._settle(job, outcome)
+
+    def _settle(self, job: SweptJob, outcome: ClaimOutcome) -> None:
+        if outcome.won and outcome.job is not None:
+            self._claimed.append(outcome.job)
+            return
+        self.report.lost_races += 1
+        current = outcome.current
+        if current is not None and current.status is Status.QUEUED:
+            self._hold_at(job.key.sk)  # someone else claimed it first and may still fail
+        elif (
+            current is not None
+            and current.status is Status.PENDING
+            and not current.direct
+            and not _dag_held(current)
+        ):
+            # A take-over lost to an un-claim: pending again, and no one else owns it
+            # (THE CURSOR RULE, sundial.timing).
+            self._hold_at(job.key.sk)
+
+    def _flush(self) -> None:
+        self._settle_claims()
+        if not self._claimed:
+            return
+        claimed, self._claimed = self._claimed, []
+        outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
+        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms)
+        self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
+        for rejected in result.rejected:
+            self._poison(rejected.message.job, rejected.error_type, rejected.reason)
+        for message in result.retry:
+            self.report.send_failures += 1
+            self._not_sent.add(message.job.id)
+            self._hold_at(message.job.key.sk)
+            try:
+                # Refused (False) when the job is no longer ours: cancelled meanwhile. Nothing
+                # is left to send then, so that is no error.
+                self._store.unclaim(message.job.key, token=self._token)
+            except (ClientError, BotoCoreError):
+                # Still claimed by us: the done record names it, so it is retaken after the lease.
+                logger.exception("un-claim of %s failed", message.job.id)
+                self.report.errors += 1
+
+    def _poison(self, job: SweptJob | Job, error_type: str, reason: str) -> None:
+        """A job this sweep claimed that can never be sent as it is: dead, with the reason."""
+        logger.warning("poison job %s: %s", job.id, reason)
+        try:
+            self._store.mark_poisoned(
+                job.key,
+                error_type=error_type,
+                reason=reason,
+                now_ms=self._clock.now_ms(),
+                expires_at_s=self._expires_at_s,
+                token=self._token,
+            )
+        except (ClientError, BotoCoreError):
+            logger.exception("marking %s dead failed", job.id)
+            self.report.errors += 1
+            self._not_sent.add(job.id)  # still claimed by us: retaken after the lease
+            self._hold_at(job.key.sk)
+            return
+        # Refused only if it is no longer ours (cancelled meanwhile): nothing to send either.
+        self.report.poisoned += 1
+
+    def _poison_malformed(self, ref: Malformed) -> None:
+        """An item in the range that is not a valid job: dead if it may be pending, so no
+        sweep meets it again; the cursor passes it (it can never be sent)."""
+        logger.warning("malformed item %s: %s", ref.key, ref.reason)
+        if ref.key is None or self._store.mark_poisoned(
+            ref.key,
+            error_type="MalformedJob",
+            reason=ref.reason,
+            now_ms=self._clock.now_ms(),
+            expires_at_s=self._expires_at_s,
+        ):
+            self.report.poisoned += 1
+
+    def _sweep_done(self, token: str) -> frozenset[str] | None:
+        """The ids sweep `token` did not send, if it has finished on this shard; else None."""
+        if token not in self._done_tokens:
+            done = (
+                self._sweeps.sweep_done(self._shard, token) if token.startswith("sweep:") else None
+            )
+            self._done_tokens[token] = done
+        return self._done_tokens[token]
+
+    def _hold_at(self, sk: str) -> None:
+        if self._hold is None or sk < self._hold:
+            self._hold = sk
+
+    def _short_of_time(self) -> bool:
+        return self._remaining_ms is not None and self._remaining_ms() < SWEEP_DEADLINE_MARGIN_MS
+
+
+def _dag_held(job: SweptJob) -> bool:
+    """A root of a paused DAG (services.dags): read as a DueRef, or as a Job (a successor)."""
+    if isinstance(job, DueRef):
+        return job.held
+    return job.dag is not None and job.dag.held
