@@ -84,88 +84,80 @@ class JobsApi(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=rate_limit, burst_limit=burst_limit),
             access_log_settings=_AccessLogSettings(self.access_logs),
         )
-
-        submit_integration = integrations.HttpLambdaIntegration("Submit", submit)
-        jobs_integration = integrations.HttpLambdaIntegration("Jobs", jobs)
-        self.http_api.add_routes(
-            path="/jobs", methods=[apigwv2.HttpMethod.POST], integration=submit_integration
+        self._add_job_routes(submit=submit, jobs=jobs, workers=workers, dags=dags)
+        get, post, delete = (
+            apigwv2.HttpMethod.GET,
+            apigwv2.HttpMethod.POST,
+            apigwv2.HttpMethod.DELETE,
         )
-        self.http_api.add_routes(
-            path="/jobs/batch", methods=[apigwv2.HttpMethod.POST], integration=submit_integration
-        )
-        self.http_api.add_routes(
-            path="/jobs/{job_id}",
-            methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
-            integration=jobs_integration,
-        )
-        self.http_api.add_routes(
-            path="/jobs/{job_id}/retry",
-            methods=[apigwv2.HttpMethod.POST],
-            integration=jobs_integration,
-        )
-        self.http_api.add_routes(
-            path="/queues/{queue}/dead",
-            methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
-            integration=jobs_integration,
-        )
-        self.http_api.add_routes(
-            path="/queues/{queue}/dead/replay",
-            methods=[apigwv2.HttpMethod.POST],
-            integration=jobs_integration,
-        )
-        workers_integration = integrations.HttpLambdaIntegration("Workers", workers)
-        self.http_api.add_routes(
-            path="/queues/{queue}/lease",
-            methods=[apigwv2.HttpMethod.POST],
-            integration=workers_integration,
-        )
-        for action in ("heartbeat", "ack", "nack"):
-            self.http_api.add_routes(
-                path=f"/jobs/{{job_id}}/{action}",
-                methods=[apigwv2.HttpMethod.POST],
-                integration=workers_integration,
-            )
-        dags_integration = integrations.HttpLambdaIntegration("Dags", dags)
-        self.http_api.add_routes(
-            path="/dags", methods=[apigwv2.HttpMethod.POST], integration=dags_integration
-        )
-        self.http_api.add_routes(
-            path="/dags/{dag_id}",
-            methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
-            integration=dags_integration,
-        )
-        for action in ("pause", "resume"):
-            self.http_api.add_routes(
-                path=f"/dags/{{dag_id}}/{action}",
-                methods=[apigwv2.HttpMethod.POST],
-                integration=dags_integration,
-            )
-        for action in ("pause", "resume"):
-            self.http_api.add_routes(
-                path=f"/jobs/{{job_id}}/{action}",
-                methods=[apigwv2.HttpMethod.POST],
-                integration=jobs_integration,
-            )
         if schedules is not None:
             self._add_routes(
                 integrations.HttpLambdaIntegration("Schedules", schedules),
                 {
-                    "/schedules": [apigwv2.HttpMethod.POST],
-                    "/schedules/{schedule_id}": [apigwv2.HttpMethod.GET, apigwv2.HttpMethod.DELETE],
-                    "/schedules/{schedule_id}/runs": [apigwv2.HttpMethod.GET],
-                    "/schedules/{schedule_id}/pause": [apigwv2.HttpMethod.POST],
-                    "/schedules/{schedule_id}/resume": [apigwv2.HttpMethod.POST],
+                    "/schedules": [post],
+                    "/schedules/{schedule_id}": [get, delete],
+                    "/schedules/{schedule_id}/runs": [get],
+                    "/schedules/{schedule_id}/pause": [post],
+                    "/schedules/{schedule_id}/resume": [post],
                 },
             )
         if queues is not None:
             self._add_routes(
                 integrations.HttpLambdaIntegration("Queues", queues),
                 {
-                    "/queues/{queue}": [apigwv2.HttpMethod.GET],
-                    "/queues/{queue}/pause": [apigwv2.HttpMethod.POST],
-                    "/queues/{queue}/resume": [apigwv2.HttpMethod.POST],
+                    "/queues/{queue}": [get],
+                    "/queues/{queue}/pause": [post],
+                    "/queues/{queue}/resume": [post],
                 },
             )
+
+    def _add_job_routes(
+        self,
+        *,
+        submit: lambda_.IFunction,
+        jobs: lambda_.IFunction,
+        workers: lambda_.IFunction,
+        dags: lambda_.IFunction,
+    ) -> None:
+        """/jobs, /queues/{queue}/dead and /lease, /dags: one integration per function."""
+        get, post, delete = (
+            apigwv2.HttpMethod.GET,
+            apigwv2.HttpMethod.POST,
+            apigwv2.HttpMethod.DELETE,
+        )
+        self._add_routes(
+            integrations.HttpLambdaIntegration("Submit", submit),
+            {"/jobs": [post], "/jobs/batch": [post]},
+        )
+        self._add_routes(
+            integrations.HttpLambdaIntegration("Jobs", jobs),
+            {
+                "/jobs/{job_id}": [get, delete],
+                "/jobs/{job_id}/retry": [post],
+                "/jobs/{job_id}/pause": [post],
+                "/jobs/{job_id}/resume": [post],
+                "/queues/{queue}/dead": [get, delete],
+                "/queues/{queue}/dead/replay": [post],
+            },
+        )
+        self._add_routes(
+            integrations.HttpLambdaIntegration("Workers", workers),
+            {
+                "/queues/{queue}/lease": [post],
+                "/jobs/{job_id}/heartbeat": [post],
+                "/jobs/{job_id}/ack": [post],
+                "/jobs/{job_id}/nack": [post],
+            },
+        )
+        self._add_routes(
+            integrations.HttpLambdaIntegration("Dags", dags),
+            {
+                "/dags": [post],
+                "/dags/{dag_id}": [get, delete],
+                "/dags/{dag_id}/pause": [post],
+                "/dags/{dag_id}/resume": [post],
+            },
+        )
 
     def _add_routes(
         self,

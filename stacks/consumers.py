@@ -77,28 +77,14 @@ class QueueConsumer(Construct):
         priority_max_concurrency: int = 2,
     ) -> None:
         super().__init__(scope, construct_id)
-        timeout_s = function_timeout.to_seconds(integral=False)
-        visibility_s = queue_visibility_timeout.to_seconds(integral=False)
-        if visibility_s < VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:
-            raise ValueError(
-                f"{self.node.path}: the queue visibility timeout ({visibility_s:g} s) must be at "
-                f"least {VISIBILITY_TO_TIMEOUT_RATIO} x the function timeout ({timeout_s:g} s), "
-                f"i.e. >= {VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:g} s"
-            )
-        if not MIN_BATCH_SIZE <= batch_size <= MAX_BATCH_SIZE:
-            raise ValueError(
-                f"{self.node.path}: batch_size must be {MIN_BATCH_SIZE}..{MAX_BATCH_SIZE}, "
-                f"got {batch_size}"
-            )
-        for name, value in (
-            ("max_concurrency", max_concurrency),
-            ("priority_max_concurrency", priority_max_concurrency),
-        ):
-            if not MIN_MAX_CONCURRENCY <= value <= MAX_MAX_CONCURRENCY:
-                raise ValueError(
-                    f"{self.node.path}: {name} must be "
-                    f"{MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {value}"
-                )
+        _check_props(
+            self.node.path,
+            function_timeout=function_timeout,
+            queue_visibility_timeout=queue_visibility_timeout,
+            batch_size=batch_size,
+            max_concurrency=max_concurrency,
+            priority_max_concurrency=priority_max_concurrency,
+        )
         self.queue = queue
         self.function = function
         self.table = table
@@ -137,3 +123,35 @@ class QueueConsumer(Construct):
             function.add_event_source(self.priority_event_source)
             if not any(priority_queue is target for target in targets):
                 priority_queue.grant_send_messages(function)  # retries of critical and high jobs
+
+
+def _check_props(
+    path: str,
+    *,
+    function_timeout: Duration,
+    queue_visibility_timeout: Duration,
+    batch_size: int,
+    max_concurrency: int,
+    priority_max_concurrency: int,
+) -> None:
+    """Refuse (ValueError) props that would lose or starve messages, at synth."""
+    timeout_s = function_timeout.to_seconds(integral=False)
+    visibility_s = queue_visibility_timeout.to_seconds(integral=False)
+    if visibility_s < VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:
+        raise ValueError(
+            f"{path}: the queue visibility timeout ({visibility_s:g} s) must be at "
+            f"least {VISIBILITY_TO_TIMEOUT_RATIO} x the function timeout ({timeout_s:g} s), "
+            f"i.e. >= {VISIBILITY_TO_TIMEOUT_RATIO * timeout_s:g} s"
+        )
+    if not MIN_BATCH_SIZE <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(
+            f"{path}: batch_size must be {MIN_BATCH_SIZE}..{MAX_BATCH_SIZE}, got {batch_size}"
+        )
+    for name, value in (
+        ("max_concurrency", max_concurrency),
+        ("priority_max_concurrency", priority_max_concurrency),
+    ):
+        if not MIN_MAX_CONCURRENCY <= value <= MAX_MAX_CONCURRENCY:
+            raise ValueError(
+                f"{path}: {name} must be {MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {value}"
+            )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
@@ -123,6 +123,10 @@ class SundialFunction(Construct):
             layers=list(layers),
             environment={**POWERTOOLS_ENVIRONMENT, **environment},
         )
+        self._acknowledge_findings()
+
+    def _acknowledge_findings(self) -> None:
+        """The cfn-lint and cdk-nag findings every Sundial function has, and why they stand."""
         # CDK renders DependsOn [role, role policy]; the role entry repeats the Fn::GetAtt
         # dependency, which cfn-lint flags (W3005). The policy entry is the one that matters: the
         # function must not run before its permissions exist. So only that check is skipped.
@@ -155,7 +159,8 @@ class JobFunctions(Construct):
     what consuming and the job lifecycle need.
 
     `queues` and `dead_letter_queues` map every configured queue name (settings.queues) to its
-    SQS queue and to that queue's DLQ."""
+    SQS queue and to that queue's DLQ. One method per family of functions, each with the
+    grants its functions need, next to them."""
 
     def __init__(
         self,
@@ -178,89 +183,55 @@ class JobFunctions(Construct):
                 f"{sorted(dead_letter_queues)} must both name exactly the configured queues "
                 f"{configured}"
             )
-        stack = Stack.of(self)
-        common_environment = {
-            ENV_TABLE_NAME: table.table_name,
-            ENV_QUEUE_URLS: stack.to_json_string(
-                {name: queue.queue_url for name, queue in sorted(queues.items())}
-            ),
-            ENV_DEAD_LETTER_URLS: stack.to_json_string(
-                {name: dlq.queue_url for name, dlq in sorted(dead_letter_queues.items())}
-            ),
-            ENV_PRIORITY_QUEUE_URLS: stack.to_json_string(
-                {name: queue.queue_url for name, queue in sorted(priority_queues.items())}
-            ),
-            ENV_RETRY_DEFAULTS: retry_defaults_json(settings.queues),
-            ENV_SHARD_COUNT: str(settings.shard_count),
-            ENV_RETENTION_DAYS: str(settings.retention_days),
-        }
-
-        def function(
-            code_dir: str, description: str, timeout: Duration, memory_mb: int = MEMORY_MB
-        ) -> SundialFunction:
-            return SundialFunction(
-                self,
-                construct_name(code_dir),
-                code_dir=code_dir,
-                description=description,
-                timeout=timeout,
-                layers=layers,
-                environment=common_environment,
-                memory_mb=memory_mb,
-            )
-
-        submit = function(
-            "submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10), SUBMIT_MEMORY_MB
+        self._layers = layers
+        self._environment = _common_environment(
+            Stack.of(self),
+            settings,
+            table=table,
+            queues=queues,
+            dead_letter_queues=dead_letter_queues,
+            priority_queues=priority_queues,
         )
-        jobs = function(
-            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", Duration.seconds(10)
-        )
-        dags = function(
-            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
-        )
-        sweeper = function(
-            "sweeper",
-            "Claims due jobs of a shard group, sends them to SQS",
-            Duration.seconds(60),
-            SWEEPER_MEMORY_MB,
-        )
-        fanout = function(
-            "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)
-        )
-        workers = function(
-            "workers",
-            "Lease, heartbeat, ack and nack jobs for workers outside Lambda",
-            WORKERS_TIMEOUT,
-        )
-        dead_letters = function(
-            "dead_letters",
-            "Indexes every DLQ message in the job table",
-            DEAD_LETTER_INDEXER_TIMEOUT,
-        )
-        example_consumer = (
-            function(
+        job_queues = [*queues.values(), *priority_queues.values()]
+        self._add_api_functions(table, job_queues)
+        self._add_dispatch(settings, table, job_queues)
+        self._add_runners(table, queues, dead_letter_queues, priority_queues, job_queues)
+        self._add_schedules_and_queues(table, job_queues)
+        self.example_consumer = (
+            self._function(
                 "example_consumer",
                 f"Example consumer: logs each job of the {settings.example_consumer_queue} queue",
                 EXAMPLE_CONSUMER_TIMEOUT,
-            )
+            ).function
             if settings.example_consumer_queue is not None
             else None
         )
-        self.submit = submit.function
-        self.jobs = jobs.function
-        self.dags = dags.function
-        self.sweeper = sweeper.function
-        self.fanout = fanout.function
-        self.workers = workers.function
-        self.dead_letter_indexer = dead_letters.function
-        self.example_consumer = example_consumer.function if example_consumer else None
-        self.fanout.add_environment(ENV_SWEEPER_FUNCTION, self.sweeper.function_name)
-        self.fanout.add_environment(ENV_SHARDS_PER_SWEEPER, str(settings.shards_per_sweeper))
-        self.sweeper.configure_async_invoke(
-            retry_attempts=SWEEPER_RETRY_ATTEMPTS,
-            max_event_age=SWEEPER_MAX_EVENT_AGE,
+
+    def _function(
+        self, code_dir: str, description: str, timeout: Duration, memory_mb: int = MEMORY_MB
+    ) -> SundialFunction:
+        return SundialFunction(
+            self,
+            construct_name(code_dir),
+            code_dir=code_dir,
+            description=description,
+            timeout=timeout,
+            layers=self._layers,
+            environment=self._environment,
+            memory_mb=memory_mb,
         )
 
+    def _add_api_functions(self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]) -> None:
+        """submit, jobs and dags: the API routes of jobs and DAGs."""
+        self.submit = self._function(
+            "submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10), SUBMIT_MEMORY_MB
+        ).function
+        self.jobs = self._function(
+            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", Duration.seconds(10)
+        ).function
+        self.dags = self._function(
+            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
+        ).function
         # submit: store jobs (single and batch, idempotency lookups) and hand jobs due within
         # the SQS delay window straight to their queue.
         table.grant(
@@ -270,10 +241,6 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
             "dynamodb:BatchWriteItem",
         )
-        job_queues = [*queues.values(), *priority_queues.values()]
-        for queue in job_queues:
-            queue.grant_send_messages(self.submit)
-
         # jobs: read, cancel (conditional update) and manually retry one job addressed by its id.
         # A retry (POST /jobs/{id}/retry) re-sends the job to its queue, or puts a retry-timer
         # item when the retry is due beyond the SQS delay window, as the consumer SDK does.
@@ -288,38 +255,6 @@ class JobFunctions(Construct):
             "dynamodb:Query",
             "dynamodb:DeleteItem",
         )
-        for queue in job_queues:
-            queue.grant_send_messages(self.jobs)
-
-        # workers: lease (receive with a visibility timeout), heartbeat (change visibility),
-        # ack/nack (delete); the job lifecycle as the consumer SDK runs it: read and
-        # conditionally update the job, put a retry timer, send retries and dead jobs.
-        # A DAG node's ack releases its children, on any queue: the queue states say which
-        # are paused (their pause holds the child), and any queue may be sent to.
-        table.grant(self.workers, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
-        grant_read_queue_states(table, self.workers)
-        for name, queue in queues.items():
-            queue.grant_consume_messages(self.workers)
-            queue.grant_send_messages(self.workers)
-            dead_letter_queues[name].grant_send_messages(self.workers)
-        for queue in priority_queues.values():  # leased first: critical and high jobs
-            queue.grant_consume_messages(self.workers)
-            queue.grant_send_messages(self.workers)
-
-        # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
-        # event sources (stacks/dead_letters.py) grant consuming the DLQs. A redriven DAG node's
-        # death is applied to its DAG: its descendants are cancelled (updates) or, with
-        # on_failure=continue, released, i.e. sent to their queues.
-        table.grant(
-            self.dead_letter_indexer,
-            "dynamodb:GetItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:PutItem",
-        )
-        grant_read_queue_states(table, self.dead_letter_indexer)  # as workers, for the release
-        for queue in job_queues:
-            queue.grant_send_messages(self.dead_letter_indexer)
-
         # dags: write a DAG's nodes (batch), read them back (one range query on the DAG's shard),
         # claim and send its roots, cancel its nodes (conditional updates), and read parents'
         # results for a node released on resume.
@@ -331,8 +266,30 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
         )
         for queue in job_queues:
+            queue.grant_send_messages(self.submit)
+            queue.grant_send_messages(self.jobs)
             queue.grant_send_messages(self.dags)
 
+    def _add_dispatch(
+        self, settings: SundialSettings, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
+    ) -> None:
+        """The timer path: the fan-out starts one sweeper per shard group every minute."""
+        self.sweeper = self._function(
+            "sweeper",
+            "Claims due jobs of a shard group, sends them to SQS",
+            Duration.seconds(60),
+            SWEEPER_MEMORY_MB,
+        ).function
+        fanout = self._function(
+            "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)
+        )
+        self.fanout = fanout.function
+        self.fanout.add_environment(ENV_SWEEPER_FUNCTION, self.sweeper.function_name)
+        self.fanout.add_environment(ENV_SHARDS_PER_SWEEPER, str(settings.shards_per_sweeper))
+        self.sweeper.configure_async_invoke(
+            retry_attempts=SWEEPER_RETRY_ATTEMPTS,
+            max_event_age=SWEEPER_MAX_EVENT_AGE,
+        )
         # fanout: read and update its state item in the table, then start the sweepers.
         table.grant(self.fanout, "dynamodb:GetItem", "dynamodb:UpdateItem")
         self.sweeper.grant_invoke(self.fanout)
@@ -344,7 +301,6 @@ class JobFunctions(Construct):
                 "aliases); the wildcard never reaches another function."
             ),
         )
-
         # sweeper: range-query a shard's due jobs, claim each with a conditional update, and
         # send the claimed jobs to their queues. For a schedule's occurrence it reads the
         # schedule and puts the run record and the next occurrence; it reads the queue states
@@ -360,22 +316,65 @@ class JobFunctions(Construct):
         for queue in job_queues:
             queue.grant_send_messages(self.sweeper)
 
-        self._add_schedules_and_queues(function, table, job_queues)
+    def _add_runners(
+        self,
+        table: dynamodb.ITable,
+        queues: Mapping[str, sqs.IQueue],
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+        priority_queues: Mapping[str, sqs.IQueue],
+        job_queues: Sequence[sqs.IQueue],
+    ) -> None:
+        """Attempts run outside a consumer Lambda: workers lease jobs over the API; the
+        dead-letter indexer ends the attempts SQS redrove."""
+        self.workers = self._function(
+            "workers",
+            "Lease, heartbeat, ack and nack jobs for workers outside Lambda",
+            WORKERS_TIMEOUT,
+        ).function
+        self.dead_letter_indexer = self._function(
+            "dead_letters",
+            "Indexes every DLQ message in the job table",
+            DEAD_LETTER_INDEXER_TIMEOUT,
+        ).function
+        # workers: lease (receive with a visibility timeout), heartbeat (change visibility),
+        # ack/nack (delete); the job lifecycle as the consumer SDK runs it: read and
+        # conditionally update the job, put a retry timer, send retries and dead jobs.
+        # A DAG node's ack releases its children, on any queue: the queue states say which
+        # are paused (their pause holds the child), and any queue may be sent to.
+        table.grant(self.workers, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
+        grant_read_queue_states(table, self.workers)
+        for name, queue in queues.items():
+            queue.grant_consume_messages(self.workers)
+            queue.grant_send_messages(self.workers)
+            dead_letter_queues[name].grant_send_messages(self.workers)
+        for queue in priority_queues.values():  # leased first: critical and high jobs
+            queue.grant_consume_messages(self.workers)
+            queue.grant_send_messages(self.workers)
+        # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
+        # event sources (stacks/dead_letters.py) grant consuming the DLQs. A redriven DAG node's
+        # death is applied to its DAG: its descendants are cancelled (updates) or, with
+        # on_failure=continue, released, i.e. sent to their queues.
+        table.grant(
+            self.dead_letter_indexer,
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
+        )
+        grant_read_queue_states(table, self.dead_letter_indexer)  # as workers, for the release
+        for queue in job_queues:
+            queue.grant_send_messages(self.dead_letter_indexer)
 
     def _add_schedules_and_queues(
-        self,
-        function: Callable[[str, str, Duration], SundialFunction],
-        table: dynamodb.ITable,
-        job_queues: Sequence[sqs.IQueue],
+        self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
     ) -> None:
         """schedules: put and update schedules, query their runs (and read the runs' jobs), put
         an occurrence and its run record, and send occurrences due within the direct window.
         queues: read the sweep cursors (pause), update the queue state, and on resume
         range-query the shards and release what the pause held back (as schedules do)."""
-        self.schedules = function(
+        self.schedules = self._function(
             "schedules", "/schedules: recurring jobs, their runs, pause, resume", API_TIMEOUT
         ).function
-        self.queue_control = function(
+        self.queue_control = self._function(
             "queues", "GET /queues/{queue}, pause and resume (with its catch-up)", API_TIMEOUT
         ).function
         for api_function in (self.schedules, self.queue_control):
@@ -389,6 +388,33 @@ class JobFunctions(Construct):
             )
             for queue in job_queues:
                 queue.grant_send_messages(api_function)
+
+
+def _common_environment(
+    stack: Stack,
+    settings: SundialSettings,
+    *,
+    table: dynamodb.ITable,
+    queues: Mapping[str, sqs.IQueue],
+    dead_letter_queues: Mapping[str, sqs.IQueue],
+    priority_queues: Mapping[str, sqs.IQueue],
+) -> dict[str, str]:
+    """What every job function reads (sundial.settings.Settings)."""
+
+    def urls(named: Mapping[str, sqs.IQueue]) -> str:
+        return stack.to_json_string(
+            {name: queue.queue_url for name, queue in sorted(named.items())}
+        )
+
+    return {
+        ENV_TABLE_NAME: table.table_name,
+        ENV_QUEUE_URLS: urls(queues),
+        ENV_DEAD_LETTER_URLS: urls(dead_letter_queues),
+        ENV_PRIORITY_QUEUE_URLS: urls(priority_queues),
+        ENV_RETRY_DEFAULTS: retry_defaults_json(settings.queues),
+        ENV_SHARD_COUNT: str(settings.shard_count),
+        ENV_RETENTION_DAYS: str(settings.retention_days),
+    }
 
 
 def retry_defaults_json(queue_settings: Mapping[str, QueueSettings]) -> str:

@@ -36,29 +36,7 @@ class HistoryBuckets(Construct):
         # principal), not the legacy LogDeliveryWrite ACL, which BUCKET_OWNER_ENFORCED forbids.
         # Set here so the construct behaves the same in any app, whatever its cdk.json says.
         self.node.set_context(ACCESS_LOGS_BY_POLICY, True)
-        self.access_logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            enforce_ssl=True,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            removal_policy=RemovalPolicy.RETAIN,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    id="expire-access-logs",
-                    expiration=Duration.days(settings.access_log_retention_days),
-                )
-            ],
-        )
-        acknowledge(
-            self.access_logs,
-            "AwsSolutions-S1",
-            reason=(
-                "This bucket is the server access log target of the history buckets; logging "
-                "its own access would log the log deliveries themselves, without end."
-            ),
-        )
+        self.access_logs = self._access_log_bucket(settings)
         self.raw = self._bucket(
             "Raw",
             [
@@ -98,6 +76,33 @@ class HistoryBuckets(Construct):
                 )
             ],
         )
+
+    def _access_log_bucket(self, settings: HistoryPipelineSettings) -> s3.Bucket:
+        """Where the history buckets log their server access (it logs none of its own)."""
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-access-logs",
+                    expiration=Duration.days(settings.access_log_retention_days),
+                )
+            ],
+        )
+        acknowledge(
+            access_logs,
+            "AwsSolutions-S1",
+            reason=(
+                "This bucket is the server access log target of the history buckets; logging "
+                "its own access would log the log deliveries themselves, without end."
+            ),
+        )
+        return access_logs
 
     def _bucket(self, construct_id: str, rules: list[s3.LifecycleRule]) -> s3.Bucket:
         abort_uploads = s3.LifecycleRule(

@@ -115,29 +115,33 @@ class HistoryCapture(Construct):
             filters=[lambda_.FilterCriteria.filter(JOB_ITEMS_FILTER)],
         )
         self.function.add_event_source(self.event_source)
-        stack = Stack.of(self)
-        bucket_id = stack.get_logical_id(_cfn(raw_bucket))
-        for resource in (
-            f"<{bucket_id}.Arn>/{RAW_PREFIX}/*",
-            f"<{bucket_id}.Arn>/{FAILED_BATCHES_PREFIX}/*",
-        ):
-            acknowledge(
-                recorder.role,
-                f"AwsSolutions-IAM5[Resource::{resource}]",
-                reason=(
-                    "Object keys are made per batch (history/dt=<day>/<time>-<digest>.json.gz; "
-                    "Lambda's own aws/lambda/<mapping>/<shard>/... for failed batches), so "
-                    "PutObject is granted on the prefix and on nothing else in the bucket."
-                ),
-            )
+        _acknowledge_findings(recorder.role, raw_bucket)
+
+
+def _acknowledge_findings(role: iam.IRole, raw_bucket: s3.IBucket) -> None:
+    """The recorder's cdk-nag findings, and why they stand."""
+    bucket_id = Stack.of(role).get_logical_id(_cfn(raw_bucket))
+    for resource in (
+        f"<{bucket_id}.Arn>/{RAW_PREFIX}/*",
+        f"<{bucket_id}.Arn>/{FAILED_BATCHES_PREFIX}/*",
+    ):
         acknowledge(
-            recorder.role,
-            "AwsSolutions-IAM5[Resource::*]",
+            role,
+            f"AwsSolutions-IAM5[Resource::{resource}]",
             reason=(
-                "dynamodb:ListStreams (added by the DynamoDB event source) and the X-Ray "
-                "actions of active tracing support no resource-level permissions."
+                "Object keys are made per batch (history/dt=<day>/<time>-<digest>.json.gz; "
+                "Lambda's own aws/lambda/<mapping>/<shard>/... for failed batches), so "
+                "PutObject is granted on the prefix and on nothing else in the bucket."
             ),
         )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        reason=(
+            "dynamodb:ListStreams (added by the DynamoDB event source) and the X-Ray "
+            "actions of active tracing support no resource-level permissions."
+        ),
+    )
 
 
 def _cfn(bucket: s3.IBucket) -> s3.CfnBucket:

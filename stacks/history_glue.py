@@ -56,6 +56,13 @@ class HistoryAnalytics(Construct):
         stack = Stack.of(self)
         self.buckets = buckets
         self.database_name = database_name(stack.stack_name)
+        self._add_catalog(buckets)
+        self._add_encryption(stack)
+        self._add_jobs(buckets, settings)
+        self._add_workflow(settings)
+
+    def _add_catalog(self, buckets: HistoryBuckets) -> None:
+        """The database and its tables: job_history and the report tables."""
         self.database = glue.CfnDatabase(
             self,
             "Database",
@@ -69,6 +76,8 @@ class HistoryAnalytics(Construct):
         for spec in REPORT_TABLES:
             self.tables[spec.name] = self._table(spec, buckets.reports)
 
+    def _add_encryption(self, stack: Stack) -> None:
+        """The jobs' KMS key (CloudWatch logs and bookmarks) and their security configuration."""
         self.key = kms.Key(
             self,
             "LogsKey",
@@ -107,6 +116,8 @@ class HistoryAnalytics(Construct):
             ),
         )
 
+    def _add_jobs(self, buckets: HistoryBuckets, settings: HistoryPipelineSettings) -> None:
+        """Compaction (raw -> job_history) and the report, each with a role of its own."""
         package = assets.Asset(
             self,
             "Package",
@@ -150,6 +161,8 @@ class HistoryAnalytics(Construct):
         self._read(self.report_role, buckets.curated, f"{JOB_HISTORY.name}*")
         self._write(self.report_role, buckets.reports, "*")
 
+    def _add_workflow(self, settings: HistoryPipelineSettings) -> None:
+        """Daily: the compaction, then the report once the compaction succeeded."""
         self.workflow = glue.CfnWorkflow(
             self,
             "Workflow",

@@ -67,6 +67,11 @@ class Sundial(Construct):
             schedules=self.functions.schedules,
             queues=self.functions.queue_control,
         )
+        self._add_history(settings)
+        self.example_consumer = self._add_example_consumer(settings)
+
+    def _add_history(self, settings: SundialSettings) -> None:
+        """The job history: the table's stream to S3, and the Glue jobs on it."""
         self.history_buckets = HistoryBuckets(self, "HistoryBuckets", settings=settings.history)
         self.history_capture = HistoryCapture(
             self,
@@ -79,10 +84,12 @@ class Sundial(Construct):
         self.history_analytics = HistoryAnalytics(
             self, "HistoryAnalytics", buckets=self.history_buckets, settings=settings.history
         )
-        self.example_consumer: QueueConsumer | None = None
+
+    def _add_example_consumer(self, settings: SundialSettings) -> QueueConsumer | None:
+        """The example consumer on settings.example_consumer_queue, if one is set."""
         example_queue = settings.example_consumer_queue
         if example_queue is not None and self.functions.example_consumer is not None:
-            self.example_consumer = QueueConsumer(
+            return QueueConsumer(
                 self,
                 "ExampleConsumer",
                 queue=self.job_queues.queues[example_queue],
@@ -95,6 +102,7 @@ class Sundial(Construct):
                     settings.queues[example_queue].visibility_timeout_seconds
                 ),
             )
+        return None
 
     @property
     def table(self) -> dynamodb.Table:

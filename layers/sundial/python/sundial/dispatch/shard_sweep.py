@@ -66,32 +66,38 @@ class SweepReport:
         self.failed_shards += other.failed_shards
 
 
+@dataclass(frozen=True)
+class SweepTools:
+    """What every shard sweep of one sweeper works with."""
+
+    store: JobStore
+    sweeps: SweepStore
+    sender: QueueSender
+    clock: Clock
+    chain: OccurrenceChain | None = None
+    retention_s: int = 30 * 86_400
+
+
 class ShardSweep:
     def __init__(
         self,
+        tools: SweepTools,
         *,
-        store: JobStore,
-        sweeps: SweepStore,
-        sender: QueueSender,
-        clock: Clock,
         shard: int,
         cursor: str | None,
         token: str,
         remaining_ms: Callable[[], int] | None,
         claims: Executor,
         paused_queues: frozenset[str] = frozenset(),
-        chain: OccurrenceChain | None = None,
-        retention_s: int = 30 * 86_400,
     ) -> None:
-        self._store, self._sweeps, self._sender, self._clock = store, sweeps, sender, clock
+        self._store, self._sweeps, self._sender = tools.store, tools.sweeps, tools.sender
+        self._clock, self._chain, self._retention_s = tools.clock, tools.chain, tools.retention_s
         self._shard = shard
         self._cursor = cursor or due_sk_bound(0, upper=False)
         self._token = token
         self._remaining_ms = remaining_ms
         self._claims = claims
         self._paused_queues = paused_queues
-        self._chain = chain
-        self._retention_s = retention_s
         self._hold: str | None = None  # lowest sort key that must be looked at again
         self._in_flight: list[tuple[SweptJob, Future[ClaimOutcome]]] = []  # claims, in order
         self._claimed: list[Job] = []
@@ -193,12 +199,7 @@ class ShardSweep:
         if advance.action is Action.FIRE:
             self._claim(job, now, from_token=None, chained=True)
         elif advance.action in (Action.SKIP, Action.DROP):
-            self._store.cancel(
-                job.key,
-                now_ms=now,
-                expires_at_s=self._chain.expiry(now),
-                chained=advance.action is Action.SKIP,
-            )
+            self._chain.close(job.key, advance.action, now_ms=now)
         self._follow(advance.successor)
 
     def _follow(self, successor: Job | None) -> None:

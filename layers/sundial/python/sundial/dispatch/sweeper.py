@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.dispatch.shard_sweep import ShardSweep, SweepReport
+from sundial.dispatch.shard_sweep import ShardSweep, SweepReport, SweepTools
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
 from sundial.store.jobs import JobStore
@@ -75,14 +75,18 @@ class Sweeper:
     ) -> None:
         if claim_concurrency < 1:
             raise ValueError("claim_concurrency must be at least 1")
-        self._store = store
+        self._tools = SweepTools(
+            store=store,
+            sweeps=sweeps,
+            sender=sender,
+            clock=clock,
+            chain=chain,
+            retention_s=retention_days * 86_400,
+        )
         self._sweeps = sweeps
-        self._sender = sender
         self._clock = clock
-        self._chain = chain
         self._queue_states = queue_states
         self._catch_up = catch_up
-        self._retention_s = retention_days * 86_400
         self._claim_concurrency = claim_concurrency
 
     def sweep(
@@ -102,18 +106,13 @@ class Sweeper:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
                     break  # the shards not reached keep their cursors; the next tick continues
                 shard_sweep = ShardSweep(
-                    store=self._store,
-                    sweeps=self._sweeps,
-                    sender=self._sender,
-                    clock=self._clock,
+                    self._tools,
                     shard=shard,
                     cursor=cursors.get(shard),
                     token=token,
                     remaining_ms=remaining_ms,
                     claims=claims,
                     paused_queues=paused,
-                    chain=self._chain,
-                    retention_s=self._retention_s,
                 )
                 try:
                     report.add(shard_sweep.run())

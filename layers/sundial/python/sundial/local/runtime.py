@@ -101,6 +101,15 @@ class LocalRuntime:
         self._start_thread(
             threading.Thread(target=self._server.serve_forever, name="api", daemon=True)
         )
+        self._start_triggers()
+        if config.run_schedules:
+            for schedule in self.template.schedules():
+                targets = [self.hosts[t] for t in schedule.targets]
+                self._start_thread(ScheduleRunner(schedule, targets, self.stop_event))
+
+    def _start_triggers(self) -> None:
+        """A poller per event source mapping: SQS queues and the table's stream."""
+        config = self.config
         sqs = self.session.client("sqs", endpoint_url=config.emulator_url)
         for lid in self.template.of_type("AWS::SQS::Queue"):
             self.queue_names[self.template.get_att(lid, "QueueName")] = self.template.physical[lid]
@@ -139,10 +148,6 @@ class LocalRuntime:
                     queue_name=name,
                 )
             )
-        if config.run_schedules:
-            for schedule in self.template.schedules():
-                targets = [self.hosts[t] for t in schedule.targets]
-                self._start_thread(ScheduleRunner(schedule, targets, self.stop_event))
 
     def _start_thread(self, thread: threading.Thread) -> None:
         thread.start()

@@ -82,8 +82,23 @@ class DagLink:
     held: bool = False  # its DAG is paused: not released until resumed
 
 
+class Keyed:
+    """A job's id and due time, read from its key (a Job, or a sweep's lighter DueRef)."""
+
+    __slots__ = ()
+    key: JobKey
+
+    @property
+    def id(self) -> str:
+        return self.key.job_id
+
+    @property
+    def due_ms(self) -> int:
+        return self.key.due_ms
+
+
 @dataclass(slots=True)
-class Job:
+class Job(Keyed):
     """One job item. `payload_json` is kept as the JSON text the client sent (re-serialised
     compactly), so it is stored and forwarded without float or key-order surprises."""
 
@@ -122,14 +137,6 @@ class Job:
     # decided and written, so no sweep needs to advance the schedule from it again.
     schedule_id: str | None = None
     chained: bool = False
-
-    @property
-    def id(self) -> str:
-        return self.key.job_id
-
-    @property
-    def due_ms(self) -> int:
-        return self.key.due_ms
 
     @property
     def envelope_id(self) -> str:

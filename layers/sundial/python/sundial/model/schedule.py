@@ -24,7 +24,7 @@ from sundial.errors import InvalidInput
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority
 from sundial.model.recurrence import CronRecurrence, RateRecurrence, Recurrence, parse_rate, zone
-from sundial.model.submission import MAX_PAYLOAD_BYTES, parse_rfc3339
+from sundial.model.submission import MAX_PAYLOAD_BYTES, idempotency_key_field, parse_rfc3339
 from sundial.retry import RetryPolicy
 
 SCHEDULE_ID_LENGTH = 26
@@ -89,12 +89,8 @@ class CreateSchedule(BaseModel):
     )
     end_at: str | None = Field(default=None, description="No occurrence after this (RFC 3339)")
     misfire: Misfire = Misfire.FIRE_ONCE
-    idempotency_key: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=r"^[\x21-\x7e]+$",
-        description="A repeat create with the same key returns the first schedule",
+    idempotency_key: str | None = idempotency_key_field(
+        "A repeat create with the same key returns the first schedule"
     )
 
     @field_validator("timezone")

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from datetime import datetime
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -20,6 +20,17 @@ MAX_BATCH = 25
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 StrictInt = Annotated[int, Field(strict=True)]
+
+
+def idempotency_key_field(description: str) -> Any:
+    """An optional idempotency key: 1-200 printable ASCII characters, no spaces."""
+    return Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[\x21-\x7e]+$",
+        description=description,
+    )
 
 
 def parse_rfc3339(value: str) -> int:
@@ -74,12 +85,8 @@ class SubmitJob(BaseModel):
     retry: RetryPolicy | None = Field(
         default=None, description="Backoff between attempts; default: the queue's"
     )
-    idempotency_key: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=r"^[\x21-\x7e]+$",
-        description="A repeat submit with the same key on the same queue returns the first job",
+    idempotency_key: str | None = idempotency_key_field(
+        "A repeat submit with the same key on the same queue returns the first job"
     )
 
     @field_validator("run_at")

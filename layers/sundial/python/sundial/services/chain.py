@@ -144,6 +144,17 @@ class OccurrenceChain:
             next_at_ms=schedule.next_after(now_ms if missed else occurrence.due_ms),
         )
 
+    def close(self, occurrence: JobKey, action: Action, *, now_ms: int) -> None:
+        """Cancel an occurrence the chain decided not to run (SKIP: its successor is written,
+        so it is `chained`; DROP: its schedule is gone)."""
+        assert action in (Action.SKIP, Action.DROP)
+        self._store.cancel(
+            occurrence,
+            now_ms=now_ms,
+            expires_at_s=self.expiry(now_ms),
+            chained=action is Action.SKIP,
+        )
+
     def expiry(self, now_ms: int) -> int:
         """When a finished occurrence's item may go (DynamoDB TTL, epoch seconds)."""
         return now_ms // 1000 + self._retention_s

@@ -81,12 +81,7 @@ class Releaser:
             elif advance.action is Action.PARK:
                 result.skipped += 1
             elif advance.action in (Action.SKIP, Action.DROP):
-                self._store.cancel(
-                    taken.key,
-                    now_ms=now,
-                    expires_at_s=self._chain.expiry(now),
-                    chained=advance.action is Action.SKIP,
-                )
+                self._chain.close(taken.key, advance.action, now_ms=now)
                 result.skipped += 1
             successor = advance.successor
             if successor is not None and successor.status is Status.PENDING:

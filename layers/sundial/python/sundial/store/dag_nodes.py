@@ -84,7 +84,8 @@ class DagNodeStore(JobItemStore):
         `queue_paused`: the node's queue is paused, so it becomes an ordinary pending job
         instead (not direct, so a queue's catch-up may take it; store.queue_states), which the
         caller records for the catch-up.
-        Returns (released, the node after the write, or as it was if not)."""
+        Returns (released, the node after the write, or as it was if not).
+        (Long because its one conditional write has several optional parts built together.)"""
         values: Item = {
             ":blocked": str_attr(Status.BLOCKED),
             ":now": num_attr(now_ms),

@@ -17,6 +17,7 @@ from sundial.errors import Unavailable
 from sundial.ids import JobKey, shard_pk
 from sundial.model.job import (
     Job,
+    Keyed,
     Priority,
     Status,
 )
@@ -42,7 +43,7 @@ META_PK, SHARDS_SK = "meta", "shards"
 
 
 @dataclass(frozen=True, slots=True)
-class DueRef:
+class DueRef(Keyed):
     """What a sweep needs to decide about a job, without its payload (dispatch.sweeper reads a
     whole due range first, to dispatch higher priorities first)."""
 
@@ -57,14 +58,6 @@ class DueRef:
     schedule_id: str | None
     chained: bool
     held: bool  # a root of a paused DAG (sundial.services.dags)
-
-    @property
-    def id(self) -> str:
-        return self.key.job_id
-
-    @property
-    def due_ms(self) -> int:
-        return self.key.due_ms
 
 
 _DUE_REF_ATTRIBUTES = (
@@ -107,9 +100,9 @@ def _job_key_or_none(item: Item) -> JobKey | None:
 class SweepStore(TableAdapter):
     """The sweep's side of the table."""
 
-    def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
-        """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
-        request: dict[str, Any] = {
+    def _due_range(self, shard: int, from_sk: str, to_sk: str) -> dict[str, Any]:
+        """The Query of one shard's keys from_sk..to_sk, in due order."""
+        return {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
             "ExpressionAttributeValues": {
@@ -120,7 +113,10 @@ class SweepStore(TableAdapter):
             # A job written just before the sweep must not be missed.
             "ConsistentRead": True,
         }
-        for item in query_items(self._db, request):
+
+    def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:
+        """Jobs of one shard with from_sk <= sk <= to_sk, in due order, across pages."""
+        for item in query_items(self._db, self._due_range(shard, from_sk, to_sk)):
             yield item_to_job(item)
 
     def query_due_refs(
@@ -128,17 +124,9 @@ class SweepStore(TableAdapter):
     ) -> Iterator[DueRef | Malformed]:
         """As query_due, but only what a sweep decides on (no payload), so a whole backlog
         fits in a sweeper's memory."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :from AND :to",
+        request = self._due_range(shard, from_sk, to_sk) | {
             "ProjectionExpression": _DUE_REF_ATTRIBUTES,
             "ExpressionAttributeNames": {"#queue": "queue", "#status": "status"},
-            "ExpressionAttributeValues": {
-                ":pk": str_attr(shard_pk(shard)),
-                ":from": str_attr(from_sk),
-                ":to": str_attr(to_sk),
-            },
-            "ConsistentRead": True,
         }
         for item in query_items(self._db, request):
             try:
