@@ -38,7 +38,16 @@ class Profile:
     scale_backlog: int
     scale_window: int
     compaction_events: int
-    sections: tuple[str, ...] = ("ledger", "cpu", "pickup", "scale", "precision", "compaction")
+    sdk_import_repeats: int = 15
+    sections: tuple[str, ...] = (
+        "ledger",
+        "cpu",
+        "pickup",
+        "scale",
+        "precision",
+        "compaction",
+        "sdk_import",
+    )
 
 
 PROFILES = {
@@ -104,6 +113,7 @@ PROFILES = {
         scale_backlog=1_000,
         scale_window=200,
         compaction_events=10_000,
+        sdk_import_repeats=3,
     ),
 }
 
@@ -166,6 +176,12 @@ def _compaction(config: BenchConfig, profile: Profile, workdir: Path) -> dict[st
     return {"available": True, **result}
 
 
+def _sdk_import(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.sdk_import import run_sdk_import  # noqa: PLC0415
+
+    return run_sdk_import(profile.sdk_import_repeats, workdir)
+
+
 SectionRun = Callable[[BenchConfig, Profile, Path], dict[str, Any]]
 SECTIONS: dict[str, SectionRun] = {
     "ledger": _ledger,
@@ -174,6 +190,7 @@ SECTIONS: dict[str, SectionRun] = {
     "precision": _precision,
     "scale": _scale,
     "compaction": _compaction,
+    "sdk_import": _sdk_import,
 }
 
 

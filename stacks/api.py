@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import jsii
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
@@ -14,7 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.settings import LOG_RETENTION
+from stacks.log_groups import operational_log_group
 
 # One JSON object per request. HTTP APIs require $context.requestId (or extendedRequestId).
 ACCESS_LOG_FORMAT = json.dumps(
@@ -70,12 +69,7 @@ class JobsApi(Construct):
             default_authorizer=authorizers.HttpIamAuthorizer(),
             create_default_stage=False,
         )
-        self.access_logs = logs.LogGroup(
-            self,
-            "AccessLogs",
-            retention=LOG_RETENTION,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.access_logs = operational_log_group(self, "AccessLogs")
         self.stage = apigwv2.HttpStage(
             self,
             "DefaultStage",

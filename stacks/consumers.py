@@ -89,13 +89,7 @@ class QueueConsumer(Construct):
         self.function = function
         self.table = table
         self.dead_letter_queue = dead_letter_queue
-        self.event_source = event_sources.SqsEventSource(
-            queue,
-            batch_size=batch_size,
-            max_batching_window=max_batching_window,
-            max_concurrency=max_concurrency,
-            report_batch_item_failures=True,
-        )
+        self.event_source = _event_source(queue, batch_size, max_batching_window, max_concurrency)
         # Receive, delete, ChangeMessageVisibility (heartbeat), GetQueueAttributes, GetQueueUrl.
         function.add_event_source(self.event_source)
         table.grant(function, *CONSUMER_TABLE_ACTIONS)
@@ -113,12 +107,8 @@ class QueueConsumer(Construct):
         self.priority_queue = priority_queue
         self.priority_event_source: event_sources.SqsEventSource | None = None
         if priority_queue is not None:
-            self.priority_event_source = event_sources.SqsEventSource(
-                priority_queue,
-                batch_size=batch_size,
-                max_batching_window=max_batching_window,
-                max_concurrency=priority_max_concurrency,
-                report_batch_item_failures=True,
+            self.priority_event_source = _event_source(
+                priority_queue, batch_size, max_batching_window, priority_max_concurrency
             )
             function.add_event_source(self.priority_event_source)
             if not any(priority_queue is target for target in targets):
@@ -155,3 +145,16 @@ def _check_props(
             raise ValueError(
                 f"{path}: {name} must be {MIN_MAX_CONCURRENCY}..{MAX_MAX_CONCURRENCY}, got {value}"
             )
+
+
+def _event_source(
+    queue: sqs.IQueue, batch_size: int, max_batching_window: Duration, max_concurrency: int
+) -> event_sources.SqsEventSource:
+    """Partial batch responses: a failed job is retried alone, not its whole batch."""
+    return event_sources.SqsEventSource(
+        queue,
+        batch_size=batch_size,
+        max_batching_window=max_batching_window,
+        max_concurrency=max_concurrency,
+        report_batch_item_failures=True,
+    )

@@ -5,21 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.job_table import grant_read_queue_states
+from stacks.log_groups import operational_log_group
 from stacks.nag import acknowledge
 from stacks.paths import ASSET_EXCLUDES, LAMBDAS_DIR
 from stacks.settings import (
     LAMBDA_ARCH,
     LAMBDA_RUNTIME,
-    LOG_RETENTION,
     QueueSettings,
     SundialSettings,
 )
@@ -94,12 +93,7 @@ class SundialFunction(Construct):
         memory_mb: int = MEMORY_MB,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=LOG_RETENTION,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.log_group = operational_log_group(self, "Logs")
         self.role = iam.Role(
             self,
             "Role",

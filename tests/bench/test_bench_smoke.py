@@ -29,7 +29,8 @@ HEADINGS = (
     "## 4. Sundial's own CPU per job",
     "## 5. Scale",
     "## 6. Compaction throughput",
-    "## 7. Method, assumptions and limits",
+    "## 7. Consumer SDK import",
+    "## 8. Method, assumptions and limits",
 )
 
 
@@ -91,3 +92,16 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     assert dynein["per_job"]["sqs_requests_dispatch"] == 1.0
     # And moto's own figure differs (it is not size-based), which is why the ledger sizes items
     assert delayed["per_job"]["write_units_reported_by_moto"] != 4.0
+
+
+@pytest.mark.bench
+def test_the_consumer_sdk_import_loads_fewer_modules_than_the_flat_package(
+    smoke_run: Path,
+) -> None:
+    results = json.loads((smoke_run / "results" / "results.json").read_text())
+    trees = results["sections"]["sdk_import"]["result"]["trees"]
+    now = trees["now"]
+    assert "sundial.runs.attempts" in now["module_names"]
+    assert not [m for m in now["module_names"] if m.startswith("sundial.services")]
+    if "before" in trees:  # a shallow clone may not hold the earlier revision
+        assert now["modules"] < trees["before"]["modules"]

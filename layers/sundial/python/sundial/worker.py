@@ -9,8 +9,9 @@ or from a shell: `python -m sundial.worker --api URL --queue reports mypackage.j
 from __future__ import annotations
 
 from sundial.runs.worker import ApiError, HttpTransport, JobFunction, Worker, main
+from sundial.transport.envelope import Envelope
 
-__all__ = ["ApiError", "HttpTransport", "JobFunction", "Worker", "main"]
+__all__ = ["ApiError", "Envelope", "HttpTransport", "JobFunction", "Worker", "main"]
 
 if __name__ == "__main__":
     main()

@@ -91,8 +91,7 @@ class JobStore(JobItemStore):
         return written
 
     def get(self, key: JobKey) -> Job | None:
-        response = self._db.get_item(TableName=self._table, Key=key_item(key), ConsistentRead=True)
-        item = response.get("Item")
+        item = self._get_item(key_item(key))
         return item_to_job(item) if item else None
 
     def claim(

@@ -117,10 +117,7 @@ class QueueStateStore(TableAdapter):
         return frozenset(name for name, state in self.all().items() if state.paused)
 
     def get(self, queue: str) -> QueueState:
-        response = self._db.get_item(
-            TableName=self._table, Key=self._key(queue), ConsistentRead=True
-        )
-        item = response.get("Item")
+        item = self._get_item(self._key(queue))
         return _item_to_state(item) if item else QueueState(name=queue)
 
     def pause(self, queue: str, *, now_ms: int, pause_from: str) -> tuple[bool, QueueState]:

@@ -188,10 +188,7 @@ class ScheduleStore(TableAdapter):
         }
 
     def get(self, schedule_id: str) -> Schedule | None:
-        response = self._db.get_item(
-            TableName=self._table, Key=self._key(schedule_id), ConsistentRead=True
-        )
-        item = response.get("Item")
+        item = self._get_item(self._key(schedule_id))
         return item_to_schedule(item) if item else None
 
     def set_state(

@@ -193,23 +193,15 @@ class SweepStore(TableAdapter):
 
     def sweep_done(self, shard: int, token: str) -> frozenset[str] | None:
         """None if sweep `token` has not finished on `shard`; else the ids it did not send."""
-        response = self._db.get_item(
-            TableName=self._table,
-            Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(f"{SWEEP_DONE_PREFIX}{token}")},
-            ConsistentRead=True,
+        item = self._get_item(
+            {"pk": str_attr(shard_pk(shard)), "sk": str_attr(f"{SWEEP_DONE_PREFIX}{token}")}
         )
-        item = response.get("Item")
         if item is None:
             return None
         return frozenset(item.get("not_sent", {}).get("SS", []))
 
     def recorded_shard_count(self) -> int:
-        response = self._db.get_item(
-            TableName=self._table,
-            Key={"pk": str_attr(META_PK), "sk": str_attr(SHARDS_SK)},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
+        item = self._get_item({"pk": str_attr(META_PK), "sk": str_attr(SHARDS_SK)})
         return int(item["shard_count"]["N"]) if item else 0
 
     def record_shard_count(self, shard_count: int) -> None:

@@ -95,3 +95,8 @@ class TableAdapter:
 
     def _write_if(self, operation: str, **request: Any) -> tuple[bool, Item | None]:
         return write_if(self._db, self._table, operation, **request)
+
+    def _get_item(self, key: Item) -> Item | None:
+        """One item by its key, read consistently; None if there is none."""
+        response = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+        return cast("Item | None", dict(response).get("Item"))
