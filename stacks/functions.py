@@ -22,6 +22,7 @@ from stacks.settings import (
     QueueSettings,
     SundialSettings,
 )
+from sundial.timing import SUBMIT_TIMEOUT_MS, SWEEPER_TIMEOUT_MS
 
 HANDLER = "handler.handler"
 MEMORY_MB = 256
@@ -58,6 +59,12 @@ ENV_SHARDS_PER_SWEEPER = "SUNDIAL_SHARDS_PER_SWEEPER"
 # The API functions that may do more than a read and a write: a schedule's first 15 minutes
 # of occurrences, a queue's catch-up (20 s of it; API Gateway waits 30 s for an integration).
 API_TIMEOUT = Duration.seconds(29)
+
+# The timing rules (sundial.timing) hold for these timeouts, so they come from there: a call
+# that writes a job and then sends it ends within SUBMIT_TIMEOUT_MS, a sweeper within
+# SWEEPER_TIMEOUT_MS.
+WRITER_TIMEOUT = Duration.seconds(SUBMIT_TIMEOUT_MS // 1000)
+SWEEPER_TIMEOUT = Duration.seconds(SWEEPER_TIMEOUT_MS // 1000)
 
 # A sweeper tick that is still retrying after two minutes is superseded by a newer tick.
 SWEEPER_MAX_EVENT_AGE = Duration.seconds(120)
@@ -218,13 +225,13 @@ class JobFunctions(Construct):
     def _add_api_functions(self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]) -> None:
         """submit, jobs and dags: the API routes of jobs and DAGs."""
         self.submit = self._function(
-            "submit", "POST /jobs, POST /jobs/batch", Duration.seconds(10), SUBMIT_MEMORY_MB
+            "submit", "POST /jobs, POST /jobs/batch", WRITER_TIMEOUT, SUBMIT_MEMORY_MB
         ).function
         self.jobs = self._function(
-            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", Duration.seconds(10)
+            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", WRITER_TIMEOUT
         ).function
         self.dags = self._function(
-            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", Duration.seconds(10)
+            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", WRITER_TIMEOUT
         ).function
         # submit: store jobs (single and batch, idempotency lookups) and hand jobs due within
         # the SQS delay window straight to their queue.
@@ -271,7 +278,7 @@ class JobFunctions(Construct):
         self.sweeper = self._function(
             "sweeper",
             "Claims due jobs of a shard group, sends them to SQS",
-            Duration.seconds(60),
+            SWEEPER_TIMEOUT,
             SWEEPER_MEMORY_MB,
         ).function
         fanout = self._function(

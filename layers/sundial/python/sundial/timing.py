@@ -37,12 +37,12 @@ below its shard's cursor unless the same operation owns sending it. Where it is 
   died finishes the send once SUBMIT_IN_FLIGHT has passed.
 - The exception, owned by the writer: a schedule's successor (OccurrenceChain.advance, through
   put_or_existing) is written by the sweep or API call that is dispatching its predecessor, and
-  that caller sends it when it is due within its range (Sweeper._follow, Releaser.release).
+  that caller sends it when it is due within its range (ShardSweep._follow, Releaser.release).
 
 Other write sequences and what they interleave with:
 - A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
   conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
-  first took less than CATCH_UP_STALE ago (queue_control) and keeps it on the `held` list, so it
+  first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the `held` list, so it
   is sent once; only a job sent, gone or finished is struck off. Likewise a shard of the catch-up
   range is struck off only when none of its jobs is left taken by another caller that has not
   sent it (Released.busy): that caller may have died (a resume that crashed after its take), and

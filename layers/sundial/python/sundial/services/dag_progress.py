@@ -47,7 +47,7 @@ from sundial.transport.sender import Outgoing, QueueSender
 
 
 class DagProgress:
-    """Moves a DAG on when one of its nodes finishes. Called by lifecycle.Attempts (both
+    """Moves a DAG on when one of its nodes finishes. Called by runs.attempts.Attempts (both
     runners end attempts there) and, for DELETE /jobs/{id} on a node, by JobService."""
 
     def __init__(
