@@ -182,6 +182,10 @@ def _sdk_import(config: BenchConfig, profile: Profile, workdir: Path) -> dict[st
     return run_sdk_import(profile.sdk_import_repeats, workdir)
 
 
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 SectionRun = Callable[[BenchConfig, Profile, Path], dict[str, Any]]
 SECTIONS: dict[str, SectionRun] = {
     "ledger": _ledger,
@@ -223,7 +227,8 @@ def run_section_process(
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            # The repository first; a PYTHONPATH the caller set (e.g. a worktree's package) next.
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_pythonpath()])},
             check=False,
         )
     seconds = time.monotonic() - started
