@@ -18,7 +18,15 @@ from sundial.model.job import Job, Priority
 from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.retry import RetryPolicy
 from sundial.store.job_items import item_to_job
-from sundial.store.table import Item, TableAdapter, num_attr, str_attr, transact
+from sundial.store.table import (
+    BATCH_ATTEMPTS,
+    Item,
+    TableAdapter,
+    key_item,
+    num_attr,
+    str_attr,
+    transact,
+)
 
 if TYPE_CHECKING:
     pass
@@ -26,7 +34,6 @@ if TYPE_CHECKING:
 SCHEDULE_SK = "schedule"
 RUN_PREFIX = "run#"
 _BATCH_GET = 100
-_BATCH_GET_ATTEMPTS = 5
 
 
 def schedule_pk(schedule_id: str) -> str:
@@ -286,14 +293,11 @@ class ScheduleStore(TableAdapter):
         for start in range(0, len(unique), _BATCH_GET):
             request: dict[str, Any] = {
                 self._table: {
-                    "Keys": [
-                        {"pk": str_attr(k.pk), "sk": str_attr(k.sk)}
-                        for k in unique[start : start + _BATCH_GET]
-                    ],
+                    "Keys": [key_item(k) for k in unique[start : start + _BATCH_GET]],
                     "ConsistentRead": True,
                 }
             }
-            for _ in range(_BATCH_GET_ATTEMPTS):
+            for _ in range(BATCH_ATTEMPTS):
                 response = self._db.batch_get_item(RequestItems=request)
                 for item in response.get("Responses", {}).get(self._table, []):
                     job = item_to_job(item)
