@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from ulid import ULID
 
@@ -24,7 +24,13 @@ from sundial.errors import InvalidInput
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority
 from sundial.model.recurrence import CronRecurrence, RateRecurrence, Recurrence, parse_rate, zone
-from sundial.model.submission import MAX_PAYLOAD_BYTES, idempotency_key_field, parse_rfc3339
+from sundial.model.submission import (
+    MAX_PAYLOAD_BYTES,
+    Payload,
+    Rfc3339,
+    idempotency_key_field,
+    parse_rfc3339,
+)
 from sundial.retry import RetryPolicy
 
 SCHEDULE_ID_LENGTH = 26
@@ -76,7 +82,7 @@ class CreateSchedule(BaseModel):
     )
     timezone: str = Field(default="UTC", max_length=64, examples=["Europe/London"])
     queue: str = Field(min_length=1, max_length=40, description="A queue declared in cdk.json")
-    payload: JsonValue = Field(
+    payload: Payload = Field(
         default=None, description=f"Any JSON value, at most {MAX_PAYLOAD_BYTES} bytes serialized"
     )
     priority: Priority = Priority.NORMAL
@@ -84,10 +90,10 @@ class CreateSchedule(BaseModel):
         default=None, ge=1, le=100, description="Attempts per occurrence; default: the queue's"
     )
     retry: RetryPolicy | None = Field(default=None, description="Default: the queue's")
-    start_at: str | None = Field(
+    start_at: Rfc3339 | None = Field(
         default=None, description="No occurrence before this (RFC 3339); a rate counts from it"
     )
-    end_at: str | None = Field(default=None, description="No occurrence after this (RFC 3339)")
+    end_at: Rfc3339 | None = Field(default=None, description="No occurrence after this (RFC 3339)")
     misfire: Misfire = Misfire.FIRE_ONCE
     idempotency_key: str | None = idempotency_key_field(
         "A repeat create with the same key returns the first schedule"
@@ -111,21 +117,6 @@ class CreateSchedule(BaseModel):
     def _valid_cron(cls, value: str | None) -> str | None:
         if value is not None:
             return _as_value_error(lambda: CronRecurrence.parse(value, zone("UTC")).expression)
-        return value
-
-    @field_validator("start_at", "end_at")
-    @classmethod
-    def _is_rfc3339(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_rfc3339(value)
-        return value
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_fits(cls, value: JsonValue) -> JsonValue:
-        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-        if size > MAX_PAYLOAD_BYTES:
-            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES}")
         return value
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic_core import PydanticCustomError
 
 from sundial.model.job import Priority
@@ -61,16 +61,26 @@ def check_payload_size(value: JsonValue) -> JsonValue:
     return value
 
 
+def check_rfc3339(value: str) -> str:
+    parse_rfc3339(value)
+    return value
+
+
+# Field types that validate themselves, for every request model.
+Rfc3339 = Annotated[str, AfterValidator(check_rfc3339)]
+Payload = Annotated[JsonValue, AfterValidator(check_payload_size)]
+
+
 class SubmitJob(BaseModel):
     """One job to schedule. Give exactly one of run_at or delay_seconds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue: str = Field(min_length=1, max_length=40, description="A queue declared in cdk.json")
-    payload: JsonValue = Field(
+    payload: Payload = Field(
         default=None, description=f"Any JSON value, at most {MAX_PAYLOAD_BYTES} bytes serialized"
     )
-    run_at: str | None = Field(
+    run_at: Rfc3339 | None = Field(
         default=None,
         description="When to run, RFC 3339 with offset",
         examples=["2026-11-22T09:00:00Z"],
@@ -88,18 +98,6 @@ class SubmitJob(BaseModel):
     idempotency_key: str | None = idempotency_key_field(
         "A repeat submit with the same key on the same queue returns the first job"
     )
-
-    @field_validator("run_at")
-    @classmethod
-    def _run_at_is_rfc3339(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_rfc3339(value)
-        return value
-
-    @field_validator("payload")
-    @classmethod
-    def _payload_fits(cls, value: JsonValue) -> JsonValue:
-        return check_payload_size(value)
 
     @model_validator(mode="after")
     def _one_time(self) -> Self:
