@@ -293,17 +293,18 @@ reported):
 {self.image(chart)}
 
 **What it means.** A delayed job that succeeds first time costs
-{_n(q["write_units_job_items"])} write units on its own item (put, claim, success), which
+{_n(q["write_units_job_items"])} write units on its own item (put, claim, running, success), which
 {"meets" if q["write_units_job_items"] <= WRITE_TARGET else "misses"} the target of
 {WRITE_TARGET:g} while also tracking status, which the Dynein-style design does not. On top
 come {_n(q["write_units_per_shard_items"])} write units per job for sweep cursors: one write
 per shard that had work, per tick, so they shrink as volume grows. The retry path costs
-{_n(retry["per_job"]["write_units_job_items"])} write units: put and claim, then the failed
-attempt and the success — and those two cost 2 units each, because the failed attempt's error
-(type, message and up to 1,000 characters of traceback) stays in the item's history and takes
-it past 1 KB. Keeping a shorter traceback head in the item would save 2 write units per retried
-job. A cancel is one write after the put; an immediate job costs the put plus the submit path's
-claim (2 writes before the consumer's one).
+{_n(retry["per_job"]["write_units_job_items"])} write units: put, claim and the first attempt's
+running and failed writes, then the second attempt's running and success writes — the last
+three cost 2 units each, because the failed attempt's error (type, message and up to 1,000
+characters of traceback) stays in the item's history and takes it past 1 KB. Keeping a shorter
+traceback head in the item would save up to 3 write units per retried job. A cancel is one
+write after the put; an immediate job costs the put plus the submit path's claim (2 writes
+before the consumer's two).
 A batch submit spreads one API Gateway request and one Lambda invocation over 25 jobs, which
 is the largest single saving available to clients
 {f"({_money(batch['dollars_per_million']['total'])} per million instead of {_money(sundial_total)})" if batch else ""}.
