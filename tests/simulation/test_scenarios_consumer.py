@@ -16,7 +16,7 @@ from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
 from tests.harness import Harness, delayed_job
 from tests.support import DAILY_REPORT, FakeLambdaContext, sqs_event
-from tests.unit.test_dags import DagRunner
+from tests.unit.services.test_dags import DagRunner
 
 
 def _cancel(deps: Dependencies, job_id: str) -> str:

@@ -17,7 +17,7 @@ from sundial.store.queue_states import QueueStateStore
 from sundial.wiring import Dependencies
 from tests.harness import ALL_SHARDS
 from tests.support import DAILY_REPORT
-from tests.unit.test_dags import CHAIN, PAIR, DagRunner
+from tests.unit.services.test_dags import CHAIN, PAIR, DagRunner
 
 
 def _nodes(runner: DagRunner, view: DagView) -> dict[str, Job]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sundial.api.openapi import openapi_json
 
-COMMITTED = Path(__file__).resolve().parents[2] / "openapi.json"
+COMMITTED = Path(__file__).resolve().parents[3] / "openapi.json"
 
 
 def test_committed_openapi_matches_the_code() -> None:

@@ -1,4 +1,4 @@
-"""The DAG node writes of JobStore against moto: each condition, one write at a time."""
+"""DagNodeStore against moto: each condition of the DAG node writes, one write at a time."""
 
 from __future__ import annotations
 
