@@ -14,6 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from stacks.log_groups import operational_log_group
+from stacks.settings import ApiSettings
 
 # One JSON object per request. HTTP APIs require $context.requestId (or extendedRequestId).
 ACCESS_LOG_FORMAT = json.dumps(
@@ -36,10 +37,10 @@ ACCESS_LOG_FORMAT = json.dumps(
     separators=(",", ":"),
 )
 
-# Stage-wide defaults. Each request costs a Lambda invoke and DynamoDB writes, so keep a
-# ceiling well below the account's API Gateway quota; raise it for load tests.
-DEFAULT_RATE_LIMIT = 1000
-DEFAULT_BURST_LIMIT = 500
+# Stage-wide defaults (cdk.json "api" sets them: stacks.settings.ApiSettings). Each request
+# costs a Lambda invoke and DynamoDB writes, so keep a ceiling below the account's quota.
+DEFAULT_RATE_LIMIT = ApiSettings().throttle_rate_limit
+DEFAULT_BURST_LIMIT = ApiSettings().throttle_burst_limit
 
 
 class JobsApi(Construct):

@@ -19,6 +19,7 @@ from stacks.paths import ASSET_EXCLUDES, LAMBDAS_DIR
 from stacks.settings import (
     LAMBDA_ARCH,
     LAMBDA_RUNTIME,
+    ObservabilitySettings,
     QueueSettings,
     SundialSettings,
 )
@@ -37,8 +38,9 @@ SWEEPER_MEMORY_MB = 1769
 POWERTOOLS_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": "sundial",
     "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
-    "POWERTOOLS_LOG_LEVEL": "INFO",
 }
+
+_TRACING = {"active": lambda_.Tracing.ACTIVE, "pass_through": lambda_.Tracing.PASS_THROUGH}
 
 # Environment variable names the handlers read (see lambdas/*/handler.py).
 ENV_TABLE_NAME = "SUNDIAL_TABLE_NAME"
@@ -98,8 +100,10 @@ class SundialFunction(Construct):
         layers: Sequence[lambda_.ILayerVersion],
         environment: Mapping[str, str],
         memory_mb: int = MEMORY_MB,
+        observability: ObservabilitySettings | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        observability = observability or ObservabilitySettings()
         self.log_group = operational_log_group(self, "Logs")
         self.role = iam.Role(
             self,
@@ -118,11 +122,15 @@ class SundialFunction(Construct):
             handler=HANDLER,
             timeout=timeout,
             memory_size=memory_mb,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=_TRACING[observability.tracing],
             log_group=self.log_group,
             role=self.role,
             layers=list(layers),
-            environment={**POWERTOOLS_ENVIRONMENT, **environment},
+            environment={
+                **POWERTOOLS_ENVIRONMENT,
+                "POWERTOOLS_LOG_LEVEL": observability.log_level,
+                **environment,
+            },
         )
         self._acknowledge_findings()
 
@@ -185,6 +193,7 @@ class JobFunctions(Construct):
                 f"{configured}"
             )
         self._layers = layers
+        self._observability = settings.observability
         self._environment = _common_environment(
             Stack.of(self),
             settings,
@@ -220,6 +229,7 @@ class JobFunctions(Construct):
             layers=self._layers,
             environment=self._environment,
             memory_mb=memory_mb,
+            observability=self._observability,
         )
 
     def _add_api_functions(self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]) -> None:

@@ -17,7 +17,7 @@ from constructs import Construct
 from stacks.functions import SundialFunction
 from stacks.history_buckets import FAILED_BATCHES_PREFIX, RAW_PREFIX
 from stacks.nag import acknowledge
-from stacks.settings import HistoryPipelineSettings
+from stacks.settings import HistoryPipelineSettings, ObservabilitySettings
 
 ENV_HISTORY_BUCKET = "SUNDIAL_HISTORY_BUCKET"
 ENV_HISTORY_PREFIX = "SUNDIAL_HISTORY_PREFIX"
@@ -78,6 +78,7 @@ class HistoryCapture(Construct):
         raw_bucket: s3.IBucket,
         layers: Sequence[lambda_.ILayerVersion],
         settings: HistoryPipelineSettings,
+        observability: ObservabilitySettings | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if table.table_stream_arn is None:
@@ -94,6 +95,7 @@ class HistoryCapture(Construct):
                 ENV_HISTORY_BUCKET: raw_bucket.bucket_name,
                 ENV_HISTORY_PREFIX: RAW_PREFIX,
             },
+            observability=observability,
         )
         self.function = recorder.function
         self.function.add_to_role_policy(

@@ -7,6 +7,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from stacks.settings import TableCapacitySettings
 from sundial.store.queue_states import QUEUES_PK
 
 PARTITION_KEY = "pk"
@@ -34,8 +35,16 @@ class JobTable(Construct):
     can create it from the synthesized template.
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        capacity: TableCapacitySettings | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
+        capacity = capacity or TableCapacitySettings()
+        provisioned = capacity.mode == "provisioned"
         self.table = dynamodb.Table(
             self,
             "Table",
@@ -43,7 +52,13 @@ class JobTable(Construct):
                 name=PARTITION_KEY, type=dynamodb.AttributeType.STRING
             ),
             sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.STRING),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            billing_mode=(
+                dynamodb.BillingMode.PROVISIONED
+                if provisioned
+                else dynamodb.BillingMode.PAY_PER_REQUEST
+            ),
+            read_capacity=capacity.min_read_units if provisioned else None,
+            write_capacity=capacity.min_write_units if provisioned else None,
             time_to_live_attribute=TTL_ATTRIBUTE,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True,
@@ -52,3 +67,15 @@ class JobTable(Construct):
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
             removal_policy=RemovalPolicy.RETAIN,
         )
+        if provisioned:
+            self._auto_scale(capacity)
+
+    def _auto_scale(self, capacity: TableCapacitySettings) -> None:
+        """Provisioned capacity follows the load between its bounds (target tracking)."""
+        target = capacity.target_utilization_percent
+        self.table.auto_scale_write_capacity(
+            min_capacity=capacity.min_write_units, max_capacity=capacity.max_write_units
+        ).scale_on_utilization(target_utilization_percent=target)
+        self.table.auto_scale_read_capacity(
+            min_capacity=capacity.min_read_units, max_capacity=capacity.max_read_units
+        ).scale_on_utilization(target_utilization_percent=target)

@@ -97,6 +97,56 @@ class HistoryPipelineSettings(BaseModel):
     report_days: int = Field(default=14, ge=1, le=366)
 
 
+class ApiSettings(BaseModel):
+    """The HTTP API stage's throttle: what this deployment promises to accept. Every route
+    shares it; a batch request (`POST /jobs/batch`, up to 25 jobs) is one request. The
+    account's own API Gateway quota (10,000 requests/s per region unless raised) caps it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    throttle_rate_limit: int = Field(default=1000, ge=1, le=1_000_000, strict=True)
+    throttle_burst_limit: int = Field(default=500, ge=1, le=1_000_000, strict=True)
+
+
+class TableCapacitySettings(BaseModel):
+    """The job table's capacity. On demand (the default) charges per request and needs no
+    planning; provisioned capacity with auto scaling is cheaper per write at a steady load
+    (BENCHMARKS.md, section 1, gives the break-even) but throttles a burst above what is
+    provisioned until scaling catches up, which shows as lateness, never as a lost job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["on_demand", "provisioned"] = "on_demand"
+    # Provisioned only: auto scaling keeps consumed/provisioned near the target utilization.
+    min_write_units: int = Field(default=25, ge=1, le=400_000, strict=True)
+    max_write_units: int = Field(default=40_000, ge=1, le=400_000, strict=True)
+    min_read_units: int = Field(default=5, ge=1, le=400_000, strict=True)
+    max_read_units: int = Field(default=10_000, ge=1, le=400_000, strict=True)
+    target_utilization_percent: int = Field(default=70, ge=20, le=90, strict=True)
+
+    @field_validator("max_write_units", "max_read_units")
+    @classmethod
+    def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
+        low = info.data.get(info.field_name.replace("max_", "min_"))
+        if low is not None and value < low:
+            raise ValueError(f"must be at least {info.field_name.replace('max_', 'min_')} ({low})")
+        return value
+
+
+class ObservabilitySettings(BaseModel):
+    """What every function records, which is also what it costs in CloudWatch and X-Ray.
+
+    `tracing`: "active" samples each function's invocations into X-Ray (AWS's fixed rule for
+    Lambda: the first request each second, then 5%; $5 per million traces);
+    "pass_through" records a trace only when the caller sent a sampled trace header.
+    `log_level`: the Powertools log level; "WARNING" drops the per-request INFO lines."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tracing: Literal["active", "pass_through"] = "active"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
 class SundialSettings(BaseModel):
     """The whole Sundial deployment configuration."""
 
@@ -110,6 +160,9 @@ class SundialSettings(BaseModel):
     example_consumer_queue: str | None = "demo"
     """The queue the example consumer Lambda (lambdas/example_consumer) reads; None: no example."""
     history: HistoryPipelineSettings = Field(default_factory=HistoryPipelineSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    table_capacity: TableCapacitySettings = Field(default_factory=TableCapacitySettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
 
     @field_validator("example_consumer_queue")
     @classmethod

@@ -32,7 +32,7 @@ class Sundial(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: SundialSettings) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
-        self.job_table = JobTable(self, "JobTable")
+        self.job_table = JobTable(self, "JobTable", capacity=settings.table_capacity)
         self.job_queues = JobQueues(self, "JobQueues", queue_settings=settings.queues)
         self.layers = SundialLayers(self, "Layers")
         self.functions = JobFunctions(
@@ -66,6 +66,8 @@ class Sundial(Construct):
             dags=self.functions.dags,
             schedules=self.functions.schedules,
             queues=self.functions.queue_control,
+            rate_limit=settings.api.throttle_rate_limit,
+            burst_limit=settings.api.throttle_burst_limit,
         )
         self._add_history(settings)
         self.example_consumer = self._add_example_consumer(settings)
@@ -80,6 +82,7 @@ class Sundial(Construct):
             raw_bucket=self.history_buckets.raw,
             layers=self.layers.all,
             settings=settings.history,
+            observability=settings.observability,
         )
         self.history_analytics = HistoryAnalytics(
             self, "HistoryAnalytics", buckets=self.history_buckets, settings=settings.history

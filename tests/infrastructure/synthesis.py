@@ -94,9 +94,12 @@ def allowed_actions(policies: Iterable[Mapping[str, Any]]) -> dict[str, list[Any
     return allowed
 
 
-def synthesize(outdir: Path) -> Synthesized:
-    """Build the app with the cdk.json context, synthesize it into `outdir`, run cdk-nag."""
-    app = cdk.App(context=cdk_json_context(), outdir=str(outdir))
+def synthesize(outdir: Path, sundial: Mapping[str, Any] | None = None) -> Synthesized:
+    """Build the app with the cdk.json context, synthesize it into `outdir`, run cdk-nag.
+    `sundial`: keys that replace those of the context's "sundial" settings."""
+    context = cdk_json_context()
+    context["sundial"] = {**context["sundial"], **(sundial or {})}
+    app = cdk.App(context=context, outdir=str(outdir))
     stack = build_app(app)
     synth_error: str | None = None
     try:

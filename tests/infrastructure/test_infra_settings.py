@@ -224,6 +224,19 @@ def test_example_consumer_queue_must_be_a_configured_queue() -> None:
         ({"shard_cuont": 64}, "sundial.shard_cuont"),
         ({"example_consumer_queue": "Demo"}, "sundial.example_consumer_queue"),
         ({"example_consumer_queue": 7}, "sundial.example_consumer_queue"),
+        ({"api": {"throttle_rate_limit": 0}}, "sundial.api.throttle_rate_limit"),
+        ({"api": {"throttle_burst_limit": "500"}}, "sundial.api.throttle_burst_limit"),
+        ({"table_capacity": {"mode": "autoscaled"}}, "sundial.table_capacity.mode"),
+        (
+            {"table_capacity": {"min_write_units": 50, "max_write_units": 5}},
+            "sundial.table_capacity.max_write_units",
+        ),
+        (
+            {"table_capacity": {"target_utilization_percent": 95}},
+            "sundial.table_capacity.target_utilization_percent",
+        ),
+        ({"observability": {"tracing": "off"}}, "sundial.observability.tracing"),
+        ({"observability": {"log_level": "info"}}, "sundial.observability.log_level"),
     ],
 )
 def test_bad_settings_are_rejected_naming_the_key(change: dict[str, Any], key: str) -> None:
