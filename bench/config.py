@@ -36,6 +36,9 @@ class BenchConfig:
     queues: dict[str, dict[str, Any]]
     functions: dict[str, FunctionConfig] = field(default_factory=dict)
     cdk_out: Path = ROOT / "cdk.out"
+    # The HTTP API stage's throttle as synthesized (cdk.json "api"): requests/s and burst.
+    api_rate_limit: int = 1000
+    api_burst_limit: int = 500
 
     def memory_mb(self, function: str) -> int:
         return self.functions[function].memory_mb
@@ -54,6 +57,8 @@ class BenchConfig:
                 for name, f in self.functions.items()
             },
             "cdk_out": str(self.cdk_out),
+            "api_rate_limit": self.api_rate_limit,
+            "api_burst_limit": self.api_burst_limit,
         }
 
     @classmethod
@@ -65,6 +70,8 @@ class BenchConfig:
             queues=data["queues"],
             functions={k: FunctionConfig(**v) for k, v in data["functions"].items()},
             cdk_out=Path(data["cdk_out"]),
+            api_rate_limit=int(data.get("api_rate_limit", 1000)),
+            api_burst_limit=int(data.get("api_burst_limit", 500)),
         )
 
 
@@ -87,6 +94,10 @@ def load_config(
                     memory_mb=int(props.get("MemorySize", 128)),
                     timeout_s=int(props.get("Timeout", 3)),
                 )
+    stages = [r for r in resources.values() if r["Type"] == "AWS::ApiGatewayV2::Stage"]
+    if len(stages) != 1:
+        raise ValueError(f"{template_path}: expected one API stage, found {len(stages)}")
+    throttle = stages[0]["Properties"]["DefaultRouteSettings"]
     missing = set(_FUNCTIONS.values()) - set(functions)
     if missing:
         raise ValueError(f"{template_path}: no function for {sorted(missing)}")
@@ -97,4 +108,6 @@ def load_config(
         queues=dict(settings["queues"]),
         functions=functions,
         cdk_out=cdk_out,
+        api_rate_limit=int(throttle["ThrottlingRateLimit"]),
+        api_burst_limit=int(throttle["ThrottlingBurstLimit"]),
     )

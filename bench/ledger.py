@@ -12,12 +12,16 @@ apart. The schedules/DAG issue adds its paths the same way.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig
+from bench.cost_curve import cost_curve
+from bench.costs import DEFAULTS, SideQuantities, per_million, provisioned_break_even
 from bench.dynein import DyneinScheduler
 from bench.meter import Call
 from bench.prices import MILLION, PRICES, Prices
@@ -31,6 +35,9 @@ from tests.support import DAILY_REPORT
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
 TICKS_PER_MONTH = 30 * 24 * 60
+TICK_S = 60.0  # a path's jobs are due within one tick: the time they arrive over
+REPO = Path(__file__).resolve().parent.parent
+METRIC_NAME = re.compile(r'add_metric\(\s*name="(\w+)"')
 # Who is on which side: sending jobs to SQS (the target of <= 0.2 requests per job), or
 # taking them off it again (the event source mapping's pollers and the consumer).
 DISPATCH_ACTORS = frozenset(
@@ -352,7 +359,9 @@ def side(actor: str) -> str:
 
 def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) -> dict[str, Any]:
     """Per-job quantities, and dollars per million jobs for each side (scheduling: submit to
-    in SQS; consuming: SQS to done, status included) and in all."""
+    in SQS; consuming: SQS to done, status included) and in all, as deployed by default
+    (bench.costs: on demand, active tracing, INFO logs; the path's jobs arriving over one
+    tick, as the ledger drives them)."""
     jobs = metered.jobs
     calls, invocations = metered.calls, metered.invocations
     memory = {name: _memory_mb(config, name) for name in {i.function for i in invocations}}
@@ -369,21 +378,22 @@ def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) ->
             for i in selected
         )
 
-    dollars: dict[str, dict[str, float]] = {}
+    sides: dict[str, SideQuantities] = {}
     for name in ("schedule", "consume"):
         mine = [c for c in calls if side(c.actor) == name]
         runs = [i for i in invocations if side(i.function) == name]
-        items = {
-            "dynamodb_writes": sum(c.write_units for c in mine) * prices.dynamodb_write_unit,
-            "dynamodb_reads": sum(c.read_units for c in mine) * prices.dynamodb_read_unit,
-            "sqs": sum(c.sqs_requests for c in mine) * prices.sqs_request,
-            "lambda_requests": len(runs) * prices.lambda_request,
-            "lambda_duration": gb_s(runs, modelled=True) * prices.lambda_gb_second,
-        }
-        if name == "schedule":
-            items["api_gateway"] = metered.api_requests * prices.api_gateway_http_request
-        dollars[name] = {k: per_job(v) * MILLION for k, v in items.items()}
-        dollars[name]["total"] = sum(dollars[name].values())
+        sides[name] = SideQuantities(
+            write_units=sum(c.write_units for c in mine),
+            read_units=sum(c.read_units for c in mine),
+            sqs_requests=sum(c.sqs_requests for c in mine),
+            lambda_requests=len(runs),
+            gb_s=gb_s(runs, modelled=True),
+            api_requests=metered.api_requests if name == "schedule" else 0,
+            log_bytes=sum(i.log_bytes for i in runs),
+            info_log_bytes=sum(i.info_log_bytes for i in runs),
+            invocations=Counter(i.function for i in runs),
+        )
+    dollars = per_million(sides, jobs, DEFAULTS.at(TICK_S), prices)
     writes = [c for c in calls if c.service == "dynamodb" and c.write_units]
     reads = [c for c in calls if c.service == "dynamodb" and not c.write_units]
     sqs = [c for c in calls if c.service == "sqs"]
@@ -427,9 +437,10 @@ def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) ->
             }
             for name in sorted(count)
         },
+        "log_bytes_per_job": per_job(sum(i.log_bytes for i in invocations)),
+        "sides": {name: quantities.as_dict() for name, quantities in sides.items()},
         "dollars_per_million": {
             **dollars,
-            "total": dollars["schedule"]["total"] + dollars["consume"]["total"],
             "lambda_duration_measured": per_job(gb_s(invocations, modelled=False))
             * prices.lambda_gb_second
             * MILLION,
@@ -437,23 +448,20 @@ def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) ->
     }
 
 
-def eventbridge_model(dynein: dict[str, Any], prices: Prices = PRICES) -> dict[str, Any]:
+def eventbridge_model(dynein: dict[str, Any]) -> dict[str, Any]:
     """EventBridge Scheduler: $1.00 per million invocations plus one SendMessage per job; the
     consuming side is the Dynein run's (the same plain consumer, no status tracking)."""
-    schedule = {
-        "scheduler_invocations": prices.eventbridge_scheduler_invocation * MILLION,
-        "sqs": prices.sqs_request * MILLION,
+    jobs = dynein["jobs"]
+    sides = {
+        "schedule": SideQuantities(scheduler_invocations=jobs, sqs_requests=jobs),
+        "consume": SideQuantities.from_dict(dynein["sides"]["consume"]),
     }
-    schedule["total"] = sum(schedule.values())
-    consume = dict(dynein["dollars_per_million"]["consume"])
     return {
         "key": "eventbridge",
         "title": "EventBridge Scheduler (model): one schedule and one SendMessage per job",
-        "dollars_per_million": {
-            "schedule": schedule,
-            "consume": consume,
-            "total": schedule["total"] + consume["total"],
-        },
+        "jobs": jobs,
+        "sides": {name: quantities.as_dict() for name, quantities in sides.items()},
+        "dollars_per_million": per_million(sides, jobs, DEFAULTS.at(TICK_S)),
     }
 
 
@@ -473,15 +481,34 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def custom_metrics() -> list[str]:
+    """The custom metrics the functions emit (Powertools EMF, one dimension: the service), read
+    from the code: each is billed per month, whatever the volume."""
+    names: set[str] = set()
+    for folder in (REPO / "layers" / "sundial" / "python", REPO / "lambdas"):
+        for source in folder.rglob("*.py"):
+            names.update(METRIC_NAME.findall(source.read_text()))
+    return sorted(names)
+
+
 def run_ledger(config: BenchConfig, jobs: int, batching_volumes: Sequence[int]) -> dict[str, Any]:
     paths = [run_path(path, config, jobs) for path in PATHS]
     dynein = run_dynein(config, jobs)
-    return {
+    idle_tick = run_idle_tick(config)
+    metrics = custom_metrics()
+    idle_tick["custom_metrics"] = metrics
+    idle_tick["custom_metrics_dollars_per_month"] = len(metrics) * (
+        PRICES.cloudwatch_custom_metric_month
+    )
+    ledger: dict[str, Any] = {
         "jobs_per_path": jobs,
         "paths": paths,
         "dynein": dynein,
         "eventbridge": eventbridge_model(dynein),
-        "idle_tick": run_idle_tick(config),
+        "idle_tick": idle_tick,
         "dispatch_batching": run_dispatch_batching(config, batching_volumes),
         "prices": PRICES.rows(),
+        "provisioned_break_even_utilization": provisioned_break_even(),
     }
+    ledger["cost_curve"] = cost_curve(ledger, config.shard_count, config.sweeper_count())
+    return ledger

@@ -7,13 +7,14 @@ Assumptions (documented limits, us-east-1 defaults; most are soft quotas AWS rai
 - DynamoDB: 1,000 write units/s per partition. Every job item lives under its shard's partition
   key, so a shard is taken as one partition (no split for heat), and a job write under 1 KB is
   one unit. In a steady state every job is written WRITES_PER_JOB times on its shard (submit,
-  claim, outcome: measured by the cost ledger), so a shard carries 1,000 / WRITES_PER_JOB jobs
-  a second end to end. On-demand tables start with a table quota of 40,000 write units/s
-  (adjustable), shown apart.
+  claim, running, outcome: measured by the cost ledger), so a shard carries
+  1,000 / WRITES_PER_JOB jobs a second end to end. On-demand tables start with a table quota
+  of 40,000 write units/s (adjustable), shown apart.
 - Lambda: 1,000 concurrent executions per account and region by default; CPU in proportion to
   memory, one vCPU at 1,769 MB (Python uses one). Duration = CPU / vCPU share + the calls'
   latencies (bench.latency) that are not overlapped.
-- API Gateway HTTP API: 10,000 requests/s per account and region.
+- API Gateway HTTP API: 10,000 requests/s per account and region, and the stage's own throttle
+  as synthesized (cdk.json "api": what a deployment accepts, and what the README promises).
 - SQS standard queues: nearly unlimited requests per second, so not a limit here.
 - A sweeper has one tick (60 s, less a 5 s margin) to dispatch what it claims, and claims
   CLAIM_CONCURRENCY jobs at a time; the sender sends a flush's batches of 10 one after another.
@@ -36,7 +37,7 @@ from bench.latency import (
 from sundial.dispatch.sweeper import CLAIM_CONCURRENCY
 
 PARTITION_WCU_PER_S = 1_000
-WRITES_PER_JOB = 3
+WRITES_PER_JOB = 4
 TABLE_WCU_PER_S = 40_000
 LAMBDA_CONCURRENCY = 1_000
 API_REQUESTS_PER_S = 10_000
@@ -59,6 +60,7 @@ def submissions(
     cpu_us_per_job: float,
     jobs_per_request: int,
     memory_mb: int,
+    stage_rate_limit: int = API_REQUESTS_PER_S,
 ) -> Rate:
     """Delayed jobs accepted per second, in a steady state (each also dispatched and run)."""
     cpu_s = cpu_us_per_job * jobs_per_request / 1e6 / vcpu_share(memory_mb)
@@ -67,6 +69,7 @@ def submissions(
         "Lambda concurrency": concurrency * jobs_per_request / duration_s,
         "partition throughput": shards * PARTITION_WCU_PER_S / WRITES_PER_JOB,
         "API Gateway rate": API_REQUESTS_PER_S * jobs_per_request,
+        "API stage throttle": stage_rate_limit * jobs_per_request,
     }
     limit = min(limits, key=lambda name: limits[name])
     return Rate(limits[limit], limit)
@@ -110,13 +113,28 @@ def first_reaching(target: float, rates: dict[int, Rate]) -> int | None:
 
 
 def build_model(
-    cpu: dict[str, float], memory_mb: dict[str, int], shards_per_sweeper: int
+    cpu: dict[str, float],
+    memory_mb: dict[str, int],
+    shards_per_sweeper: int,
+    stage_rate_limit: int = API_REQUESTS_PER_S,
 ) -> dict[str, Any]:
-    """`cpu`: µs per job on one core, by scenario (bench.cpu)."""
+    """`cpu`: µs per job on one core, by scenario (bench.cpu). `stage_rate_limit`: the API
+    stage's throttle as deployed (requests/s)."""
+    deployed = f"stage throttle {stage_rate_limit:,}/s as deployed"
+    raised = f"stage throttle raised to {API_REQUESTS_PER_S:,}/s"
     submit_series = {
-        "single submits, 1,000 concurrent Lambdas": dict(jobs_per_request=1, concurrency=1_000),
-        "single submits, 100 concurrent Lambdas": dict(jobs_per_request=1, concurrency=100),
-        "batches of 25, 1,000 concurrent Lambdas": dict(jobs_per_request=25, concurrency=1_000),
+        f"single submits, 1,000 concurrent Lambdas, {deployed}": dict(
+            jobs_per_request=1, concurrency=1_000, stage=stage_rate_limit
+        ),
+        f"batches of 25, 1,000 concurrent Lambdas, {deployed}": dict(
+            jobs_per_request=25, concurrency=1_000, stage=stage_rate_limit
+        ),
+        f"single submits, 1,000 concurrent Lambdas, {raised}": dict(
+            jobs_per_request=1, concurrency=1_000, stage=API_REQUESTS_PER_S
+        ),
+        f"single submits, 100 concurrent Lambdas, {raised}": dict(
+            jobs_per_request=1, concurrency=100, stage=API_REQUESTS_PER_S
+        ),
     }
     submit: dict[str, dict[int, Rate]] = {}
     for name, options in submit_series.items():
@@ -128,6 +146,7 @@ def build_model(
                 cpu_us_per_job=cpu[scenario],
                 jobs_per_request=options["jobs_per_request"],
                 memory_mb=memory_mb["submit"],
+                stage_rate_limit=options["stage"],
             )
             for shards in SHARD_COUNTS
         }
@@ -199,6 +218,8 @@ def build_model(
             name: {"per_s": r.per_s, "limit": r.limit} for name, r in per_sweeper.items()
         },
         "table_quota_wcu_per_s": TABLE_WCU_PER_S,
+        "writes_per_job": WRITES_PER_JOB,
+        "stage_rate_limit": stage_rate_limit,
         "lambda_concurrency": LAMBDA_CONCURRENCY,
         "inputs": {
             "cpu_us_per_job": cpu,

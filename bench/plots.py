@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 COMPONENTS = (
     ("dynamodb_writes", "DynamoDB writes"),
@@ -16,6 +17,8 @@ COMPONENTS = (
     ("sqs", "SQS"),
     ("lambda_requests", "Lambda requests"),
     ("lambda_duration", "Lambda GB-s"),
+    ("logs", "CloudWatch Logs"),
+    ("xray", "X-Ray"),
     ("api_gateway", "API Gateway"),
     ("scheduler_invocations", "EventBridge Scheduler"),
 )
@@ -47,8 +50,40 @@ def cost_per_million(rows: list[tuple[str, dict[str, Any]]], path: Path) -> str:
     axes.set_xticks(positions, [label for label, _ in rows], rotation=20, ha="right", fontsize=8)
     axes.set_ylim(0, max(bottoms) * 1.12)
     axes.set_ylabel("$ per million jobs")
-    axes.set_title("Cost per million jobs, all in (us-east-1 on-demand)")
+    axes.set_title("Cost per million jobs, all in, as deployed by default (us-east-1)")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(figure, path)
+
+
+def cost_curve(rows: list[dict[str, Any]], design_load: dict[str, Any], path: Path) -> str:
+    """$ per million delayed jobs against jobs per tick, each design as deployed by default;
+    and the design card's steady load in the high-volume configuration."""
+    figure, axes = plt.subplots(figsize=(9, 5))
+    xs = [r["jobs_per_tick"] for r in rows]
+    for key, label, style in (
+        ("sundial", "Sundial, single submits", "o-"),
+        ("sundial_batched", "Sundial, batches of 25", "o--"),
+        ("dynein", "Dynein-style (model)", "s-"),
+        ("eventbridge", "EventBridge Scheduler (model)", "^-"),
+    ):
+        axes.plot(xs, [r[key] for r in rows], style, label=label, markersize=4)
+    load = design_load["jobs_per_tick"]
+    for key, label, marker in (
+        ("sundial_high_volume", "Sundial, high-volume configuration", "*"),
+        ("eventbridge_high_volume", "EventBridge Scheduler, same consumer", "^"),
+    ):
+        axes.plot([load], [design_load[key]["total"]], marker, markersize=11, label=label)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    dollars = FuncFormatter(lambda value, _position: f"${value:g}")
+    axes.yaxis.set_major_formatter(dollars)
+    axes.yaxis.set_minor_formatter(dollars)
+    axes.tick_params(axis="y", which="minor", labelsize=7)
+    axes.set_xlabel("delayed jobs due per one-minute tick (the design card's load at the right)")
+    axes.set_ylabel("$ per million delayed jobs, all in")
+    axes.set_title("Cost per job against volume")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8)
     return _save(figure, path)
 
 
@@ -125,7 +160,8 @@ def throughput_model(model: dict[str, Any], path: Path) -> str:
         axes.set_ylabel("jobs per second")
         axes.set_title(title)
         axes.legend(fontsize=7)
-    quota = model["table_quota_wcu_per_s"] / 3
-    left.axhline(quota, color="grey", linestyle=":", label="default table quota / 3 writes")
+    writes = model["writes_per_job"]
+    quota = model["table_quota_wcu_per_s"] / writes
+    left.axhline(quota, color="grey", linestyle=":", label=f"default table quota / {writes} writes")
     right.axhline(quota, color="grey", linestyle=":")
     return _save(figure, path)

@@ -18,6 +18,12 @@ class Prices:
     lambda_gb_second: float = 0.0000133334
     api_gateway_http_request: float = 1.00 / MILLION
     eventbridge_scheduler_invocation: float = 1.00 / MILLION
+    # Provisioned capacity: per unit-hour (a write unit an hour is 3,600 writes of 1 KB).
+    dynamodb_wcu_hour: float = 0.00065
+    dynamodb_rcu_hour: float = 0.00013
+    cloudwatch_logs_gb: float = 0.50  # ingested (standard class)
+    xray_trace: float = 5.00 / MILLION  # recorded
+    cloudwatch_custom_metric_month: float = 0.30  # first 10,000 metrics
 
     def rows(self) -> list[tuple[str, str]]:
         """The table as BENCHMARKS.md prints it."""
@@ -29,6 +35,10 @@ class Prices:
             ("Lambda duration, arm64", f"${self.lambda_gb_second:.10f} per GB-second"),
             ("API Gateway HTTP API request", "$1.00 per million"),
             ("EventBridge Scheduler invocation (baseline model)", "$1.00 per million"),
+            ("DynamoDB provisioned write / read unit", "$0.00065 / $0.00013 per unit-hour"),
+            ("CloudWatch Logs ingestion", "$0.50 per GB"),
+            ("X-Ray trace recorded", "$5.00 per million"),
+            ("CloudWatch custom metric", "$0.30 per metric-month"),
         ]
 
 

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType
 
 from bench.config import BenchConfig
 from bench.latency import ONE_VCPU_MB, modelled_ms, vcpu_share
+from bench.logs import LogMeter
 from bench.meter import AwsMeter, Call, emulator_wall_s
 from sundial.clock import ManualClock
 from sundial.consumer import JobConsumer
@@ -77,6 +79,8 @@ class Invocation:
     wall_s: float
     emulator_s: float  # of which: inside the emulator
     aws_calls_ms: float  # the same calls at the modelled AWS latencies (bench.latency)
+    log_bytes: int = 0  # what it printed (CloudWatch Logs ingestion; bench.logs)
+    info_log_bytes: int = 0  # of which INFO/DEBUG lines
 
     @property
     def billed_ms(self) -> int:
@@ -218,9 +222,12 @@ class InProcessSundial:
         self.consumer = JobConsumer(self._run_job, visibility_timeout_s=120)
         self._sqs = self.session.client("sqs")
         self._warm_up()
+        self.logs = LogMeter(sys.stdout)
+        self.logs.install()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.logs.uninstall()
         self._moto_clock.__exit__(None, None, None)
         self._mock.stop()
 
@@ -230,16 +237,20 @@ class InProcessSundial:
         """Run one Lambda invocation of `function`, metered and timed."""
         with self.meter.acting(function):
             first, overhead = len(self.meter.calls), self.meter.overhead_s
+            self.logs.take()
             started = time.perf_counter()
             result = call()
             wall = time.perf_counter() - started - (self.meter.overhead_s - overhead)
             calls = self.meter.calls[first:]
+            printed = self.logs.take()
         self.invocations.append(
             Invocation(
                 function,
                 wall_s=wall,
                 emulator_s=emulator_wall_s(calls),
                 aws_calls_ms=aws_calls_ms(calls),
+                log_bytes=printed.total,
+                info_log_bytes=printed.info,
             )
         )
         return result

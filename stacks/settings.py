@@ -128,9 +128,10 @@ class TableCapacitySettings(BaseModel):
     @field_validator("max_write_units", "max_read_units")
     @classmethod
     def _max_not_below_min(cls, value: int, info: ValidationInfo) -> int:
-        low = info.data.get(info.field_name.replace("max_", "min_"))
+        lower_bound = str(info.field_name).replace("max_", "min_")
+        low = info.data.get(lower_bound)
         if low is not None and value < low:
-            raise ValueError(f"must be at least {info.field_name.replace('max_', 'min_')} ({low})")
+            raise ValueError(f"must be at least {lower_bound} ({low})")
         return value
 
 

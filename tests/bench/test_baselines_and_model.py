@@ -66,13 +66,17 @@ def _least(rate: Rate, expected_limit: str) -> None:
 
 def test_the_model_takes_the_least_of_its_limits_and_names_it() -> None:
     fast: dict[str, Any] = {"concurrency": 1_000, "cpu_us_per_job": 100, "memory_mb": 1769}
-    # Few shards: partitions (3 writes per job, 1,000 per shard per second) bind
+    # Few shards: partitions (4 writes per job, 1,000 per shard per second) bind
     few = submissions(shards=4, jobs_per_request=1, **fast)
     _least(few, "partition throughput")
-    assert few.per_s == pytest.approx(4 * 1000 / 3)
+    assert few.per_s == pytest.approx(4 * 1000 / 4)
     # Many shards, single submits: API Gateway's 10,000 requests/s binds; batches lift it 25-fold
     _least(submissions(shards=512, jobs_per_request=1, **fast), "API Gateway rate")
     assert submissions(shards=512, jobs_per_request=25, **fast).per_s > 10_000
+    # The stage's own throttle, as deployed, binds below the account's limit
+    deployed = submissions(shards=512, jobs_per_request=1, stage_rate_limit=1_000, **fast)
+    _least(deployed, "API stage throttle")
+    assert deployed.per_s == 1_000
     # Little concurrency binds before either
     _least(
         submissions(shards=512, jobs_per_request=1, **{**fast, "concurrency": 10}),
