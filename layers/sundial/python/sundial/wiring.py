@@ -45,8 +45,15 @@ from sundial.transport.receiver import QueueReceiver
 from sundial.transport.sender import QueueSender
 
 # Standard retry mode backs off on throttling; the adaptive limit keeps a burst from failing.
+# A fixed User-Agent: botocore otherwise assembles its default one (about 16 components, each
+# sanitised) twice per request, a sixth of a sweeper's CPU per job (BENCHMARKS.md, section 4);
+# the header carries only SDK telemetry for AWS, nothing a request depends on.
+USER_AGENT = "sundial"
 _BOTO_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=2, read_timeout=5
+    retries={"mode": "standard", "max_attempts": 5},
+    connect_timeout=2,
+    read_timeout=5,
+    user_agent=USER_AGENT,
 )
 
 
