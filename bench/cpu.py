@@ -29,6 +29,7 @@ SCENARIOS = (
     "submit_immediate",
     "submit_batch",
     "sweeper",
+    "sweeper_default_user_agent",
     "consumer",
     "botocore_update_item",
 )
@@ -256,20 +257,34 @@ def _botocore_update_item(calls: int) -> Callable[[], int]:
     return run
 
 
+def _with_botocore_default_user_agent() -> None:
+    """Side by side with the sweeper as built: its clients with botocore's own User-Agent,
+    which botocore assembles twice per request (sundial.wiring fixes it)."""
+    import sundial.wiring  # noqa: PLC0415
+
+    sundial.wiring._BOTO_CONFIG = sundial.wiring.boto_config(user_agent=None)
+
+
+def _sweeper_default_user_agent(jobs: int) -> Callable[[], int]:
+    _with_botocore_default_user_agent()
+    return _sweeper(jobs)
+
+
+_BUILDERS: dict[str, Callable[[int], Callable[[], int]]] = {
+    "botocore_update_item": _botocore_update_item,
+    "submit": lambda jobs: _submit(jobs, delay_s=3600, per_request=1),
+    "submit_immediate": lambda jobs: _submit(jobs, delay_s=0, per_request=1),
+    "submit_batch": lambda jobs: _submit(jobs, delay_s=3600, per_request=25),
+    "sweeper": _sweeper,
+    "sweeper_default_user_agent": _sweeper_default_user_agent,
+    "consumer": _consumer,
+}
+
+
 def _scenario(name: str, jobs: int) -> Callable[[], int]:
-    if name == "botocore_update_item":
-        return _botocore_update_item(jobs)
-    if name == "submit":
-        return _submit(jobs, delay_s=3600, per_request=1)
-    if name == "submit_immediate":
-        return _submit(jobs, delay_s=0, per_request=1)
-    if name == "submit_batch":
-        return _submit(jobs, delay_s=3600, per_request=25)
-    if name == "sweeper":
-        return _sweeper(jobs)
-    if name == "consumer":
-        return _consumer(jobs)
-    raise ValueError(f"unknown scenario {name}")
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown scenario {name}")
+    return _BUILDERS[name](jobs)
 
 
 def measure(name: str, jobs: int, repeats: int) -> dict[str, Any]:
@@ -315,9 +330,11 @@ def run_cpu(
     rows = []
     for name in SCENARIOS:
         result = run_scenario(name, sizes.get(name, sizes["sweeper"]), repeats, workdir)
-        function = {"consumer": "consumer", "botocore_update_item": "sweeper"}.get(
-            name, name.split("_")[0]
-        )
+        function = {
+            "consumer": "consumer",
+            "botocore_update_item": "sweeper",
+            "sweeper_default_user_agent": "sweeper",
+        }.get(name, name.split("_")[0])
         share = vcpu_share(memory_mb[function])
         median = result["cpu_us_per_job_median"]
         rows.append(

@@ -49,12 +49,19 @@ from sundial.transport.sender import QueueSender
 # sanitised) twice per request, a sixth of a sweeper's CPU per job (BENCHMARKS.md, section 4);
 # the header carries only SDK telemetry for AWS, nothing a request depends on.
 USER_AGENT = "sundial"
-_BOTO_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 5},
-    connect_timeout=2,
-    read_timeout=5,
-    user_agent=USER_AGENT,
-)
+
+
+def boto_config(user_agent: str | None = USER_AGENT) -> Config:
+    """Every client's configuration (`user_agent=None`: botocore's own, for comparison)."""
+    return Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=2,
+        read_timeout=5,
+        user_agent=user_agent,
+    )
+
+
+_BOTO_CONFIG = boto_config()
 
 
 @dataclass
