@@ -324,12 +324,40 @@ def run_scenario(name: str, jobs: int, repeats: int, workdir: Path) -> dict[str,
     return result
 
 
+# Compared side by side: run in alternating fresh processes, PAIRED_ROUNDS each, and pooled,
+# so the machine's noise (other work on the shared cores) falls on both alike.
+PAIRED = ("sweeper", "sweeper_default_user_agent")
+PAIRED_ROUNDS = 3
+
+
+def _paired_runs(sizes: dict[str, int], repeats: int, workdir: Path) -> dict[str, dict[str, Any]]:
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in PAIRED}
+    for _ in range(PAIRED_ROUNDS):
+        for name in PAIRED:
+            runs[name].append(run_scenario(name, sizes["sweeper"], repeats, workdir))
+    pooled = {}
+    for name, results in runs.items():
+        per_job = [value for result in results for value in result["cpu_us_per_job"]]
+        pooled[name] = {
+            **results[-1],
+            "cpu_us_per_job": per_job,
+            "cpu_us_per_job_median": statistics.median(per_job),
+            "tracemalloc_peak_kb": max(r["tracemalloc_peak_kb"] for r in results),
+            "max_rss_mb": max(r["max_rss_mb"] for r in results),
+            "rounds": PAIRED_ROUNDS,
+        }
+    return pooled
+
+
 def run_cpu(
     sizes: dict[str, int], repeats: int, memory_mb: dict[str, int], workdir: Path
 ) -> dict[str, Any]:
     rows = []
+    paired = _paired_runs(sizes, repeats, workdir)
     for name in SCENARIOS:
-        result = run_scenario(name, sizes.get(name, sizes["sweeper"]), repeats, workdir)
+        result = paired.get(name) or run_scenario(
+            name, sizes.get(name, sizes["sweeper"]), repeats, workdir
+        )
         function = {
             "consumer": "consumer",
             "botocore_update_item": "sweeper",

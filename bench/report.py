@@ -712,7 +712,8 @@ the function's process, and a slower emulator than DynamoDB and SQS.
         before_text = (
             f" A fixed User-Agent on every client (`sundial.wiring`) took it from "
             f"{before['cpu_us_per_job_median']:,.0f} µs (botocore's own, assembled from about 16 "
-            f"sanitised parts twice per request, measured side by side in this run), "
+            f"sanitised parts twice per request; the two measured side by side in this run, in "
+            f"{before.get('rounds', 1)} alternating fresh processes each, medians pooled), "
             f"{sweeper['cpu_us_per_job_median'] / before['cpu_us_per_job_median']:.2f}× the time."
             if before
             else ""
