@@ -64,6 +64,36 @@ def test_a_backlog_is_dispatched_highest_priority_first(
     assert every == Counter(dict.fromkeys(ids, 1))
 
 
+def test_a_backlog_across_shards_is_dispatched_highest_priority_first(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given 320 overdue jobs of mixed priorities spread over a sweeper's 8 shards, about 10% of
+    # them critical
+    rng = random.Random(11)
+    priorities = [rng.choices(list(Priority), weights=[10, 20, 50, 20])[0] for _ in range(320)]
+    ids = {
+        deps.jobs.submit(SubmitJob(queue="default", delay_seconds=960 + i, priority=p)).job.id: p
+        for i, p in enumerate(priorities)
+    }
+    critical = {i for i, p in ids.items() if p is Priority.CRITICAL}
+    assert {JobKey.from_job_id(i).shard for i in critical} == set(ALL_SHARDS)
+    clock.advance(seconds=3600)
+    # When the sweep has time for only as many jobs as there are critical ones
+    looks = len(ALL_SHARDS) + len(critical)
+    budget = iter([60_000] * looks + [1_000] * 10_000)  # one look per shard, one per job
+    first = deps.sweeper.sweep(ALL_SHARDS, remaining_ms=lambda: next(budget))
+    sent_first = [str(e["id"]) for e in _arrivals(deps)]
+    # Then it sent the critical jobs of every shard, and nothing else: the first shard's
+    # normal jobs did not go ahead of the last shard's critical ones
+    assert first.dispatched == len(sent_first) == len(critical)
+    assert set(sent_first) == critical
+    # And the next sweeps send the rest, each once
+    clock.advance(seconds=60)
+    deps.sweeper.sweep(ALL_SHARDS)
+    every = Counter(sent_first) + Counter(str(e["id"]) for e in _arrivals(deps))
+    assert every == Counter(dict.fromkeys(ids, 1))
+
+
 def test_a_held_cursor_never_resends_what_was_sent(deps: Dependencies, clock: ManualClock) -> None:
     # Given a sweep whose first SendMessageBatch fails for one entry (fault injection around
     # the real moto call), so its shard's cursor stays held at that job, below others it sent

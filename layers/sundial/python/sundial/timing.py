@@ -87,6 +87,12 @@ a take-over that lost to an un-claim. Why it holds against the writes it interle
   SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
 - An error on one shard stops only that shard: its cursor is not moved and it writes no
   done record, so what it claimed is retaken after the lease, as after a crash.
+- A sweeper reads the ranges of all its shards first, then claims one priority at a time over
+  all of them, then finishes each shard (dispatch.sweeper). A read is therefore older when its
+  job is claimed than when shards were swept one by one; nothing relies on its freshness: every
+  claim is conditional on the job as it stands, and a job the sweep read but never looked at
+  (short of time, a failed step) holds the cursor at it (ShardSweep.finish), so the cursor
+  passes only what the sweep itself settled.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ _FLUSH_AT = SQS_BATCH * 10
 NOT_SENT_MAX = 1000
 
 
-_PRIORITY_RANK = {Priority.CRITICAL: 0, Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+PRIORITY_ORDER = (Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW)
+_PRIORITY_RANK = {priority: rank for rank, priority in enumerate(PRIORITY_ORDER)}
 
 
 # A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
@@ -108,38 +109,71 @@ class ShardSweep:
         self._not_sent: set[str] = set()
         self._done_tokens: dict[str, frozenset[str] | None] = {}
         self._expires_at_s = 0
+        self._frontier = 0
+        self._refs: list[DueRef] = []  # the due range as read
+        self._order: list[int] = []  # indexes into _refs, most urgent first
+        self._considered: set[int] = set()
+        self._malformed = 0
+        self._stopped = False
+        self.shard = shard
         self.report = SweepReport(shards=1)
 
     def run(self) -> SweepReport:
+        """The whole sweep of this shard on its own: read, dispatch, finish."""
+        self.read()
+        self.dispatch()
+        return self.finish()
+
+    def read(self) -> None:
+        """Read the due range [cursor, now + lookahead] (references, no payloads). An item that
+        is not a valid job is marked dead with the reason (it can never be sent)."""
         now = self._clock.now_ms()
-        frontier = now + SWEEP_LOOKAHEAD_MS
-        self._frontier_sk = due_sk_bound(frontier, upper=True)
+        self._frontier = now + SWEEP_LOOKAHEAD_MS
+        self._frontier_sk = due_sk_bound(self._frontier, upper=True)
         self._expires_at_s = now // 1000 + self._retention_s
-        refs: list[DueRef] = []
-        malformed = 0
         for ref in self._sweeps.query_due_refs(
             self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
         ):
             if isinstance(ref, Malformed):
-                malformed += 1
+                self._malformed += 1
                 self._poison_malformed(ref)
             else:
-                refs.append(ref)
-        self.report.seen = len(refs)
+                self._refs.append(ref)
+        self.report.seen = len(self._refs)
         # Higher priority first, then due order. When the range holds more than one sweep can
         # send (a backlog after an outage), the time goes to the urgent jobs; the cursor holds
         # at the lowest job left, and the next sweep continues from there.
-        order = sorted(range(len(refs)), key=lambda i: (_PRIORITY_RANK[refs[i].priority], i))
-        for position, index in enumerate(order):
+        self._order = sorted(
+            range(len(self._refs)), key=lambda i: (_PRIORITY_RANK[self._refs[i].priority], i)
+        )
+
+    def dispatch(self, priority: Priority | None = None) -> None:
+        """Claim and send the read jobs of `priority` (None: every job left), most urgent and
+        then earliest first. The sweeper calls it once per priority for all its shards in
+        turn, so a group's critical jobs go before any shard's normal ones. Claimed jobs are
+        sent every _FLUSH_AT jobs and when the sweep finishes."""
+        for index in self._order:
+            if self._stopped:
+                return
+            ref = self._refs[index]
+            if index in self._considered or (priority is not None and ref.priority != priority):
+                continue
             if self._short_of_time() or len(self._not_sent) >= NOT_SENT_MAX:
-                self._hold_at(min(refs[i].key.sk for i in order[position:]))
-                break
-            self._consider(refs[index])
+                self._stop()
+                return
+            self._considered.add(index)
+            self._consider(ref)
             if len(self._in_flight) + len(self._claimed) >= _FLUSH_AT:
                 self._flush()
+
+    def finish(self) -> SweepReport:
+        """Send what is claimed, then move or hold the cursor (THE CURSOR RULE,
+        sundial.timing) and record the sweep as done where it holds below jobs it sent."""
         self._flush()
-        next_cursor = self._hold or due_sk_bound(frontier + 1, upper=False)
-        if (self.report.seen or malformed) and next_cursor > self._cursor:
+        if len(self._considered) < len(self._refs):
+            self._stop()  # jobs never looked at (short of time, or never dispatched) hold it
+        next_cursor = self._hold or due_sk_bound(self._frontier + 1, upper=False)
+        if (self.report.seen or self._malformed) and next_cursor > self._cursor:
             self._sweeps.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
@@ -154,6 +188,13 @@ class ShardSweep:
                     not_sent=self._not_sent,
                 )
         return self.report
+
+    def _stop(self) -> None:
+        """Take no more jobs: the cursor holds at the lowest job not looked at."""
+        self._stopped = True
+        left = [self._refs[i].key.sk for i in self._order if i not in self._considered]
+        if left:
+            self._hold_at(min(left))
 
     def _consider(self, job: SweptJob) -> None:
         if job.key.sk in self._handled:

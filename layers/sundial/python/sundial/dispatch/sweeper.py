@@ -10,8 +10,10 @@ the cursor to just past that frontier, or holds it at the first job it could not
 A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
 any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
 
-Within the range, higher priority goes first (critical, high, normal, low; then due order), so
-when a backlog exceeds what one sweep can send, the time goes to the urgent jobs. A sweep that
+Higher priority goes first (critical, high, normal, low; then due order) across the whole
+group: the sweep reads every shard's range, then claims one priority at a time over all its
+shards, so when a backlog exceeds what one sweep can send, the time goes to the urgent jobs of
+every shard before any shard's less urgent ones. A sweep that
 holds its cursor below jobs it sent records that it finished (a "done" item per shard and
 sweep), so a later sweep re-reading them does not take them over as if it had crashed.
 Claims run concurrently (a small thread pool per sweep) and are settled in the order they
@@ -27,12 +29,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.dispatch.shard_sweep import ShardSweep, SweepReport, SweepTools
+from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
 from sundial.store.jobs import JobStore
@@ -102,6 +105,7 @@ class Sweeper:
         cursors = self._sweeps.read_cursors(shards)
         report = SweepReport()
         with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
+            sweeps: list[ShardSweep] = []
             for shard in shards:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
                     break  # the shards not reached keep their cursors; the next tick continues
@@ -114,14 +118,15 @@ class Sweeper:
                     claims=claims,
                     paused_queues=paused,
                 )
-                try:
-                    report.add(shard_sweep.run())
-                except Exception:
-                    # One shard's failure never stops the others. What it claimed and did not
-                    # send is retaken after the lease; its cursor holds (it was not moved).
-                    logger.exception("sweep of shard %s failed", shard)
-                    shard_sweep.report.errors += 1
-                    shard_sweep.report.failed_shards.append(shard)
+                if _isolated(shard_sweep, shard_sweep.read, report):
+                    sweeps.append(shard_sweep)
+            # One priority at a time across every shard: when the group's backlog is more
+            # than a sweep can send, a critical job of the last shard goes before a normal
+            # job of the first.
+            for priority in PRIORITY_ORDER:
+                sweeps = [s for s in sweeps if _isolated(s, partial(s.dispatch, priority), report)]
+            for shard_sweep in sweeps:
+                if _isolated(shard_sweep, shard_sweep.finish, report):
                     report.add(shard_sweep.report)
         try:
             self._finish_catch_ups(states, shards, remaining_ms, report)
@@ -152,3 +157,18 @@ class Sweeper:
                 has_time=lambda: remaining_ms is None or remaining_ms() >= SWEEP_DEADLINE_MARGIN_MS,
             )
             report.dispatched += outcome.dispatched
+
+
+def _isolated(shard_sweep: ShardSweep, step: Callable[[], object], report: SweepReport) -> bool:
+    """Run one step of a shard's sweep; False if it failed. One shard's failure never stops
+    the others: what it claimed and did not send is retaken after the lease, and its cursor
+    holds (a failed shard is not finished, so its cursor is not moved)."""
+    try:
+        step()
+    except Exception:
+        logger.exception("sweep of shard %s failed", shard_sweep.shard)
+        shard_sweep.report.errors += 1
+        shard_sweep.report.failed_shards.append(shard_sweep.shard)
+        report.add(shard_sweep.report)
+        return False
+    return True
