@@ -38,12 +38,14 @@ class Profile:
     scale_backlog: int
     scale_window: int
     compaction_events: int
+    recovery_backlog: int = 100_000
     sdk_import_repeats: int = 15
     sections: tuple[str, ...] = (
         "ledger",
         "cpu",
         "pickup",
         "scale",
+        "recovery",
         "precision",
         "compaction",
         "sdk_import",
@@ -71,7 +73,7 @@ PROFILES = {
         precision_lead_s=25,  # each job is submitted about 20 s before it is due
         pickup_jobs=200,
         scale_backlog=100_000,
-        scale_window=10_000,
+        scale_window=5_000,
         compaction_events=1_000_000,
     ),
     "quick": Profile(
@@ -92,6 +94,7 @@ PROFILES = {
         pickup_jobs=50,
         scale_backlog=20_000,
         scale_window=2_000,
+        recovery_backlog=20_000,
         compaction_events=100_000,
     ),
     "smoke": Profile(
@@ -112,6 +115,7 @@ PROFILES = {
         pickup_jobs=5,
         scale_backlog=1_000,
         scale_window=200,
+        recovery_backlog=1_000,
         compaction_events=10_000,
         sdk_import_repeats=3,
     ),
@@ -160,6 +164,12 @@ def _scale(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, An
     )
 
 
+def _recovery(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.recovery import run_recovery  # noqa: PLC0415
+
+    return run_recovery(config, profile.recovery_backlog, workdir)
+
+
 def _compaction(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
     """The history work's bench/compaction.py; until it exists the section says so."""
     if importlib.util.find_spec("bench.compaction") is None:
@@ -193,6 +203,7 @@ SECTIONS: dict[str, SectionRun] = {
     "pickup": _pickup,
     "precision": _precision,
     "scale": _scale,
+    "recovery": _recovery,
     "compaction": _compaction,
     "sdk_import": _sdk_import,
 }

@@ -170,11 +170,18 @@ class InProcessSundial:
     """Use as a context manager: moto is active inside."""
 
     def __init__(
-        self, config: BenchConfig, *, seed: int = 20261121, size_items: bool = True
+        self,
+        config: BenchConfig,
+        *,
+        seed: int = 20261121,
+        size_items: bool = True,
+        hooks: Sequence[Callable[[boto3.Session], None]] = (),
     ) -> None:
         """`size_items`: size every item a write touches (capacity units); off when only
-        counts matter, which halves the work moto does."""
+        counts matter, which halves the work moto does. `hooks`: each is given the session
+        the handlers use before any client is made from it (clients copy its event hooks)."""
         self.config = config
+        self._hooks = hooks
         self._size_items = size_items
         self.clock = BenchClock.at(START)
         self.rng = random.Random(seed)
@@ -201,6 +208,8 @@ class InProcessSundial:
         }
         self.session = boto3.Session()
         self.meter = AwsMeter(self.session, items=MotoItems() if self._size_items else None)
+        for hook in self._hooks:
+            hook(self.session)
 
         self.table = TABLE
         self.environ = {

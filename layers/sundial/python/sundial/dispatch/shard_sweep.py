@@ -189,6 +189,10 @@ class ShardSweep:
                 )
         return self.report
 
+    def flush(self) -> None:
+        """Send what this sweep has claimed so far (the sweeper does after its urgent passes)."""
+        self._flush()
+
     def _stop(self) -> None:
         """Take no more jobs: the cursor holds at the lowest job not looked at."""
         self._stopped = True

@@ -36,6 +36,7 @@ from ulid import ULID
 
 from sundial.clock import Clock
 from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
+from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
 from sundial.store.jobs import JobStore
@@ -46,6 +47,9 @@ from sundial.transport.sender import QueueSender
 
 logger = logging.getLogger(__name__)
 
+
+# Priorities whose claimed jobs are sent as soon as their pass over the shards ends.
+URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 
 # Claims in flight at once in one sweep. A claim is one conditional UpdateItem: a few
 # milliseconds in DynamoDB against about half a millisecond of CPU here, so claiming one job
@@ -122,9 +126,12 @@ class Sweeper:
                     sweeps.append(shard_sweep)
             # One priority at a time across every shard: when the group's backlog is more
             # than a sweep can send, a critical job of the last shard goes before a normal
-            # job of the first.
+            # job of the first. What the urgent passes claimed is sent before the next pass
+            # (normal and low jobs fill their batches as they come, fewer SQS requests).
             for priority in PRIORITY_ORDER:
                 sweeps = [s for s in sweeps if _isolated(s, partial(s.dispatch, priority), report)]
+                if priority in URGENT:
+                    sweeps = [s for s in sweeps if _isolated(s, s.flush, report)]
             for shard_sweep in sweeps:
                 if _isolated(shard_sweep, shard_sweep.finish, report):
                     report.add(shard_sweep.report)
