@@ -29,8 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ulid import ULID
+
 from bench.localrun import LocalSundial, local_sundial
 from sundial.clock import to_rfc3339
+from sundial.ids import JobKey
+from sundial.model.job import Job, Priority
+from sundial.store.jobs import JobStore
 
 POLL_INTERVAL_S = 0.02
 BATCH = 25
@@ -161,13 +166,63 @@ def _submit_ahead(local: LocalSundial, dues: list[int]) -> list[tuple[str, int, 
     return accepted
 
 
+# The sweeper path: jobs written to the table as if submitted long ago, due from this long
+# after they are written (past the next tick, which fires at most 60 s later) over SWEPT_SPAN.
+SWEPT_FROM_S = 75
+SWEPT_QUEUE = "email"  # a queue of its own (no consumer locally): the two paths do not mix
+
+
+def _write_swept(
+    local: LocalSundial, dues: list[int], rng: random.Random, shards: int
+) -> dict[str, int]:
+    """Pending jobs in the table, as a submit made more than 15 minutes before they are due
+    leaves them: the sweeper, not the submit, sends them. Written with the store's own batch
+    writer; returns {job id: due}."""
+    now = time.time_ns() // 1_000_000
+    dynamodb = local.client("dynamodb")
+    table = next(name for name in dynamodb.list_tables()["TableNames"] if "JobTable" in name)
+    payload = json.dumps({"path": "sweeper"})
+    jobs = [
+        Job(
+            key=JobKey(shard=rng.randrange(shards), due_ms=due, ulid=str(ULID())),
+            queue=SWEPT_QUEUE,
+            payload_json=payload,
+            priority=Priority.NORMAL,
+            max_attempts=3,
+            created_at_ms=now - 3_600_000,
+        )
+        for due in dues
+    ]
+    JobStore(dynamodb, table).put_new(jobs)
+    return {job.id: job.key.due_ms for job in jobs}
+
+
 def run_precision(
-    cdk_out: Path, *, jobs: int, window_s: int, lead_s: int, workdir: Path, seed: int = 5
+    cdk_out: Path,
+    *,
+    jobs: int,
+    window_s: int,
+    lead_s: int,
+    workdir: Path,
+    shards: int = 64,
+    seed: int = 5,
 ) -> dict[str, Any]:
+    """Both paths in one run of the local runtime: `jobs` submitted over HTTP (the submit
+    sends them), and a quarter as many written pending for the sweeper to send, each path to
+    its own queue and receiver."""
     rng = random.Random(seed)
     with local_sundial(cdk_out, workdir / "local-precision.log") as local:
         receiver = Receiver(local, local.queue_url("default"))
+        swept_receiver = Receiver(local, local.queue_url(SWEPT_QUEUE))
         receiver.start()
+        swept_receiver.start()
+        written_ms = time.time_ns() // 1_000_000
+        swept_span_ms = max(1, window_s - SWEPT_FROM_S) * 1000
+        swept_dues = sorted(
+            written_ms + SWEPT_FROM_S * 1000 + rng.randrange(swept_span_ms)
+            for _ in range(max(1, jobs // 4))
+        )
+        swept_by_id = _write_swept(local, swept_dues, rng, shards)
         start_ms = time.time_ns() // 1_000_000 + lead_s * 1000
         dues = sorted(start_ms + rng.randrange(window_s * 1000) for _ in range(jobs))
         submit_started = time.monotonic()
@@ -175,15 +230,16 @@ def run_precision(
         submit_s = time.monotonic() - submit_started
         due_by_id = {job_id: due for job_id, due, _ in submitted}
         submitted_late = sum(1 for _, due, at in submitted if due < at)
-        deadline = (
-            time.monotonic()
-            + (start_ms + window_s * 1000 - time.time_ns() // 1_000_000) / 1000
-            + 15
-        )
-        while time.monotonic() < deadline and len({a.job_id for a in receiver.arrivals}) < jobs:
+        last_due = max(dues[-1], swept_dues[-1])
+        deadline = time.monotonic() + (last_due - time.time_ns() // 1_000_000) / 1000 + 15
+        while time.monotonic() < deadline and (
+            len({a.job_id for a in receiver.arrivals}) < len(due_by_id)
+            or len({a.job_id for a in swept_receiver.arrivals}) < len(swept_by_id)
+        ):
             time.sleep(0.5)
         time.sleep(2)  # a duplicate would show up now
         receiver.finish()
+        swept_receiver.finish()
         startup_s = local.startup_s
     summary = summarize(
         receiver,
@@ -193,7 +249,15 @@ def run_precision(
         window_s=window_s,
         startup_s=startup_s,
     )
-    return {**summary, "lead_s": lead_s}
+    swept = summarize(
+        swept_receiver,
+        swept_by_id,
+        submit_s=0.0,
+        submitted_late=0,
+        window_s=window_s - SWEPT_FROM_S,
+        startup_s=startup_s,
+    )
+    return {**summary, "lead_s": lead_s, "swept": swept}
 
 
 def summarize(

@@ -150,6 +150,7 @@ def _precision(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str
         window_s=profile.precision_window_s,
         lead_s=profile.precision_lead_s,
         workdir=workdir,
+        shards=config.shard_count,
     )
 
 

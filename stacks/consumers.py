@@ -22,7 +22,11 @@ VISIBILITY_TO_TIMEOUT_RATIO = 6
 # AWS limits of an SQS event source mapping (standard queue).
 MIN_BATCH_SIZE, MAX_BATCH_SIZE = 1, 10_000
 MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1_000
-DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(1)
+# No batching window by default: Lambda's pollers invoke as soon as a receive returns messages
+# (up to the batch size), so a job's start follows its visibility instead of waiting up to the
+# window for a fuller batch (BENCHMARKS.md, section 2). A busy queue still fills its batches;
+# a window of a few seconds saves invocations on a quiet one, at that much lateness.
+DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(0)
 # What the consumer SDK does on the job table: read the job (the fence), conditionally update
 # it (running / succeeded / failed / dead), and put a retry-timer item for a retry due beyond
 # SQS's 15-minute DelaySeconds. It also queries the queue states (grant_read_queue_states):
