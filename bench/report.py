@@ -907,8 +907,9 @@ normal and low jobs are claimed in that order and share batches
 ({ten["jobs_per_sweeper"]:,.0f} per sweeper) take about {ten["ticks"]:,.0f} ticks (minutes) with
 {result["group_shards"]} shards per sweeper, and about {ten["ticks_one_shard_per_sweeper"]:,.0f}
 with one shard per sweeper ({result["shards"]} sweepers in parallel); critical jobs still go
-first within each sweeper. What bounds a sweeper here is its sends: a flush's batches of 10 go
-one after another (20 ms each, modelled), more than its claims (16 in flight) or its CPU.
+first within each sweeper. A sweeper's claims (16 in flight) and a flush's sends (together,
+on the same pool) overlap their waits, so its own CPU is what bounds it: more sweepers (fewer
+shards each) is what makes recovery faster.
 """
 
     def _scale_measured(self, result: dict[str, Any]) -> str:
@@ -1072,7 +1073,8 @@ and for each configuration takes the least of what each resource allows:
   plus the latencies it does not overlap.
 - API Gateway HTTP API: 10,000 requests/s per account and region (soft). SQS standard queues:
   nearly unlimited requests/s, not a limit.
-- A sweeper claims {16} jobs at a time and sends each flush's batches of 10 one after another.
+- A sweeper claims {16} jobs at a time and sends each flush's batches of 10 together on the
+  same pool.
 
 | AWS latency assumed | | source |
 |---|---|---|
@@ -1107,11 +1109,10 @@ API Gateway's 10,000 requests/s account limit, single submits reach 10,000/s
 partitions (shards) and the table quota are the next limits. Dispatch
 as configured ({config["shard_count"]} shards, {config["shards_per_sweeper"]} per sweeper,
 {memory["sweeper"]} MB) is bounded by the sweepers' CPU: each does about
-{per_sweeper[now_name]["per_s"]:,.0f} jobs/s. Concurrent claims (this branch) took a sweeper from
-latency-bound to CPU-bound (compare "before" and "now"). Reaching 100,000 dispatches/s needs
-more sweepers in parallel — one shard per sweeper and about {one_shard_at or "more than " + format(model["shard_counts"][-1], ",")} shards at {memory["sweeper"]} MB, or
-far fewer with a 1,769 MB sweeper whose sends overlap too (not built: the sender sends a
-flush's batches one after another) — plus a table quota raised well
+{per_sweeper[now_name]["per_s"]:,.0f} jobs/s. Sending a flush's batches together on the
+claim pool (this change) took a sweeper from latency-bound to CPU-bound (compare "before" and
+"now"). Reaching 100,000 dispatches/s needs more sweepers in parallel — one shard per sweeper
+and about {one_shard_at or "more than " + format(model["shard_counts"][-1], ",")} shards at {memory["sweeper"]} MB — plus a table quota raised well
 beyond the default ({100_000 * model["writes_per_job"]:,} write units/s for 100,000 jobs/s end to end) and the Lambda
 concurrency to match. Beyond that, partitions (shards) are the limit, and they scale linearly.
 """

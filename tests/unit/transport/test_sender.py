@@ -3,6 +3,8 @@ request, so a long flush does not make its last messages late, and none is ever 
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -159,3 +161,35 @@ def test_a_job_that_cannot_be_made_into_a_message_is_rejected(
     )
     assert [(r.message, r.error_type) for r in result.rejected] == [(broken, "MalformedJob")]
     assert len(receive_all(sqs, deps.settings.queue_urls["default"])) == 1
+
+
+def test_on_a_pool_the_requests_go_together_and_report_as_if_sent_in_turn(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given 35 jobs (4 requests), and SQS withholding the second entry of every request
+    sqs = boto3.client("sqs")
+    _failing_entries(sqs, {1: {"SenderFault": False, "Code": "InternalError"}})
+    in_flight: list[int] = []
+    most = [0]
+    gate = threading.Barrier(2, timeout=5)
+
+    def overlap(**_: Any) -> None:
+        in_flight.append(1)
+        most[0] = max(most[0], len(in_flight))
+        if len(in_flight) <= 2:
+            gate.wait()  # the first two requests are in flight at the same time
+        in_flight.pop()
+
+    sqs.meta.events.register("before-call.sqs.SendMessageBatch", overlap)
+    jobs = _jobs(clock.now_ms(), 35)
+    # When they are sent on a pool of threads
+    with ThreadPoolExecutor(4) as pool:
+        result = QueueSender(sqs, deps.settings.queue_urls).dispatch(
+            jobs, now_ms=clock.now_ms, pool=pool
+        )
+    # Then requests overlapped, and the result is the same as in turn: the second entry of
+    # each request to retry, in request order, nothing rejected, the rest in the queue
+    assert most[0] >= 2
+    assert result.retry == [jobs[1], jobs[11], jobs[21], jobs[31]]
+    assert result.rejected == []
+    assert len(receive_all(sqs, deps.settings.queue_urls["default"])) == 31

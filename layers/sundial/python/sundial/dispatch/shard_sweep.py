@@ -315,7 +315,7 @@ class ShardSweep:
             return
         claimed, self._claimed = self._claimed, []
         outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
-        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms)
+        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms, pool=self._claims)
         self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
         for rejected in result.rejected:
             self._poison(rejected.message.job, rejected.error_type, rejected.reason)
