@@ -133,8 +133,10 @@ def _backlog(count: int, shards: int, now_ms: int, rng: random.Random) -> list[J
     ]
 
 
-def run_recovery(config: BenchConfig, backlog: int, workdir: Path) -> dict[str, Any]:
-    cpu = run_scenario("sweeper", 2000, 3, workdir)
+def run_recovery(
+    config: BenchConfig, backlog: int, workdir: Path, *, cpu_jobs: int = 2000, cpu_repeats: int = 3
+) -> dict[str, Any]:
+    cpu = run_scenario("sweeper", cpu_jobs, cpu_repeats, workdir)
     share = vcpu_share(config.memory_mb("sweeper"))
     cpu_ms_per_job = cpu["cpu_us_per_job_median"] / 1000 / share
     group = shard_groups(config.shard_count, config.shards_per_sweeper)[0]

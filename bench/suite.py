@@ -168,7 +168,13 @@ def _scale(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, An
 def _recovery(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
     from bench.recovery import run_recovery  # noqa: PLC0415
 
-    return run_recovery(config, profile.recovery_backlog, workdir)
+    return run_recovery(
+        config,
+        profile.recovery_backlog,
+        workdir,
+        cpu_jobs=profile.cpu_jobs["sweeper"],
+        cpu_repeats=profile.cpu_repeats,
+    )
 
 
 def _compaction(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ PLOTS = (
     "pickup.png",
     "cpu_per_job.png",
     "throughput_model.png",
+    "cost_curve.png",
 )
 HEADINGS = (
     "## Headline figures",
@@ -28,6 +29,7 @@ HEADINGS = (
     "## 3. Pickup latency",
     "## 4. Sundial's own CPU per job",
     "## 5. Scale",
+    "### Outage recovery",
     "## 6. Compaction throughput",
     "## 7. Consumer SDK import",
     "## 8. Method, assumptions and limits",
@@ -92,6 +94,28 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     assert dynein["per_job"]["sqs_requests_dispatch"] == 1.0
     # And moto's own figure differs (it is not size-based), which is why the ledger sizes items
     assert delayed["per_job"]["write_units_reported_by_moto"] != 4.0
+    # All in: what the functions logged was counted, and X-Ray priced, on both sides
+    assert delayed["log_bytes_per_job"] > 0
+    for side in ("schedule", "consume"):
+        assert delayed["dollars_per_million"][side]["logs"] > 0
+        assert delayed["dollars_per_million"][side]["xray"] > 0
+    # And the cost curve covers 10 to 10,000 jobs a tick for the three designs
+    rows = ledger["cost_curve"]["rows"]
+    assert [r["jobs_per_tick"] for r in rows][0] == 10 and rows[-1]["jobs_per_tick"] == 10_000
+    assert all(r["sundial"] > 0 and r["dynein"] > 0 and r["eventbridge"] > 0 for r in rows)
+
+
+@pytest.mark.bench
+def test_an_overdue_backlog_is_sent_once_each_urgent_jobs_first(smoke_run: Path) -> None:
+    results = json.loads((smoke_run / "results" / "results.json").read_text())
+    recovery = results["sections"]["recovery"]["result"]
+    # Every job of the swept group was sent, none twice, nothing else
+    assert recovery["sent"] == recovery["group_jobs"] > 0
+    assert recovery["missing"] == recovery["duplicates"] == recovery["unexpected"] == 0
+    # And every critical job went before any high one, every high before any normal or low
+    first, last = recovery["first_sent_index"], recovery["last_sent_index"]
+    assert last["critical"] < first["high"] < first["normal"]
+    assert last["high"] < min(first["normal"], first["low"])
 
 
 @pytest.mark.bench
