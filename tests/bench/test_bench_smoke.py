@@ -101,7 +101,7 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
         assert delayed["dollars_per_million"][side]["xray"] > 0
     # And the cost curve covers 10 to 10,000 jobs a tick for the three designs
     rows = ledger["cost_curve"]["rows"]
-    assert [r["jobs_per_tick"] for r in rows][0] == 10 and rows[-1]["jobs_per_tick"] == 10_000
+    assert rows[0]["jobs_per_tick"] == 10 and rows[-1]["jobs_per_tick"] == 10_000
     assert all(r["sundial"] > 0 and r["dynein"] > 0 and r["eventbridge"] > 0 for r in rows)
 
 
