@@ -39,6 +39,8 @@ SHORT_TITLES = {
     "batch": "Batch of 25",
     "schedule": "Schedule occurrence",
     "dag_node": "DAG node (diamond)",
+    "large_payload": "2 KB payload",
+    "idempotent": "Idempotency key",
 }
 
 
@@ -302,14 +304,21 @@ reported):
 **What it means.** A delayed job that succeeds first time costs
 {_n(q["write_units_job_items"])} write units on its own item (put, claim, running, success), which
 {"meets" if q["write_units_job_items"] <= WRITE_TARGET else "misses"} the target of
-{WRITE_TARGET:g} while also tracking status, which the Dynein-style design does not. On top
+{WRITE_TARGET:g} while also tracking status, which the Dynein-style design does not. What
+bounds it: the claim (`pending → queued`) is what makes a sweep's send exclusive and crash-safe,
+and the running write is what makes a cancel that answered 200 final (the consumer takes the
+attempt before it runs the function, conditional on the job not cancelled). Two writes would
+need both gone: a per-shard sweep lease (one write per shard and sweep, `queued` read from the
+cursor) in place of the per-job claim, and a cancel checked against that cursor in a
+transaction in place of the running write. Neither is built: each changes a write sequence the
+reliability simulation must prove first (RELIABILITY.md). On top
 come {_n(q["write_units_per_shard_items"])} write units per job for sweep cursors: one write
 per shard that had work, per tick, so they shrink as volume grows. The retry path costs
 {_n(retry["per_job"]["write_units_job_items"])} write units: put, claim and the first attempt's
 running and failed writes, then the second attempt's running and success writes — the last
 three cost 2 units each, because the failed attempt's error (type, message and up to 1,000
 characters of traceback) stays in the item's history and takes it past 1 KB. Keeping a shorter
-traceback head in the item would save up to 3 write units per retried job. A cancel is one
+traceback head in the item would save up to 3 write units per retried job.{self._payload_and_key_text(paths)} A cancel is one
 write after the put; an immediate job costs the put plus the submit path's claim (2 writes
 before the consumer's two).
 A batch submit spreads one API Gateway request and one Lambda invocation over 25 jobs, which
@@ -381,6 +390,26 @@ polling of idle shards are left out, both in its favour. The EventBridge Schedul
 $1.00 per million invocations plus one SendMessage per job, with the Dynein run's consuming
 side (no status tracking either).
 """
+
+    @staticmethod
+    def _payload_and_key_text(paths: list[dict[str, Any]]) -> str:
+        by_key = {p["key"]: p for p in paths}
+        large, keyed = by_key.get("large_payload"), by_key.get("idempotent")
+        parts = []
+        if large:
+            units = large["per_job"]["write_units_job_items"]
+            parts.append(
+                f" A 2 KB payload makes every write of the item cost more: {units:.2f} write units "
+                f"per job ({_money(large['dollars_per_million']['total'])} per million), since "
+                "DynamoDB charges a write by the started KB of the larger image."
+            )
+        if keyed:
+            units = keyed["per_job"]["write_units_job_items"]
+            parts.append(
+                f" An idempotency key adds its own item: {units:.2f} write units per job on job "
+                f"items and keys ({_money(keyed['dollars_per_million']['total'])} per million)."
+            )
+        return "".join(parts)
 
     def _curve_summary(self, result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         curve = result.get("cost_curve")
