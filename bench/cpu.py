@@ -327,7 +327,7 @@ def run_scenario(name: str, jobs: int, repeats: int, workdir: Path) -> dict[str,
 # Compared side by side: run in alternating fresh processes, PAIRED_ROUNDS each, and pooled,
 # so the machine's noise (other work on the shared cores) falls on both alike.
 PAIRED = ("sweeper", "sweeper_default_user_agent")
-PAIRED_ROUNDS = 3
+PAIRED_ROUNDS = 2
 
 
 def _paired_runs(sizes: dict[str, int], repeats: int, workdir: Path) -> dict[str, dict[str, Any]]:

@@ -268,7 +268,8 @@ the size of every item before and after each write, by AWS's documented rules
 condition still charged; 1 read unit per started 4 KB strongly consistent, half eventually
 consistent, Query pages rounded as a whole), and shows moto's figure beside it.
 
-Each path takes {jobs} jobs (a payload of about 200 bytes) through the real Lambda handlers on
+Each path takes {jobs} jobs (a payload of about 200 bytes; the 2 KB payload and idempotency
+key paths take {min(jobs, 100)}, their figures being per job) through the real Lambda handlers on
 moto: API Gateway HTTP API events into the submit and jobs handlers, the fan-out and the
 sweepers on a tick, and an SQS event source mapping (ReceiveMessage of up to 10, the consumer on
 Sundial's SDK, DeleteMessageBatch; Lambda's pollers make these calls and the account pays for

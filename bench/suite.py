@@ -68,12 +68,12 @@ PROFILES = {
             "botocore_update_item": 1000,
         },
         cpu_repeats=3,
-        precision_jobs=2000,
-        precision_window_s=300,
+        precision_jobs=1600,
+        precision_window_s=240,
         precision_lead_s=25,  # each job is submitted about 20 s before it is due
         pickup_jobs=200,
         scale_backlog=100_000,
-        scale_window=5_000,
+        scale_window=2_000,
         compaction_events=1_000_000,
     ),
     "quick": Profile(
