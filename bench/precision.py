@@ -254,7 +254,7 @@ def run_precision(
         swept_by_id,
         submit_s=0.0,
         submitted_late=0,
-        window_s=window_s - SWEPT_FROM_S,
+        window_s=max(1, window_s - SWEPT_FROM_S),
         startup_s=startup_s,
     )
     return {**summary, "lead_s": lead_s, "swept": swept}
