@@ -39,7 +39,7 @@ from sundial.dispatch.fanout import shard_groups
 from sundial.dispatch.sweeper import CLAIM_CONCURRENCY
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority
-from sundial.timing import SWEEPER_TIMEOUT_MS
+from sundial.timing import SWEEP_DEADLINE_MARGIN_MS, SWEEPER_TIMEOUT_MS
 from tests.support import FakeLambdaContext
 
 MINUTE_MS = 60_000
@@ -216,12 +216,16 @@ def _summary(
         if a + 1 < tick_start + tick and rank[order[a][1]] > rank[order[a + 1][1]]
     )
     full_ticks = [t for t in ticks if t is not ticks[-1]]
-    per_tick = (
-        sum(t["sent"] for t in full_ticks) / len(full_ticks) if full_ticks else ticks[-1]["sent"]
-    )
     all_sent_s = sum(60.0 for _ in full_ticks) + ticks[-1]["modelled_s"]
     per_sweeper_10m = 10_000_000 * config.shards_per_sweeper / config.shard_count
     rate = sum(t["sent"] for t in ticks) / sum(t["modelled_s"] for t in ticks)
+    # What a full tick sends: measured when the backlog outlasted one, else the rate over the
+    # time a tick gives (the timeout less the sweeper's margin).
+    per_tick = (
+        sum(t["sent"] for t in full_ticks) / len(full_ticks)
+        if full_ticks
+        else rate * (SWEEPER_TIMEOUT_MS - SWEEP_DEADLINE_MARGIN_MS) / 1000
+    )
     return {
         "backlog": backlog,
         "shards": config.shard_count,

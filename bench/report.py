@@ -931,8 +931,8 @@ sent and the next tick goes on from there.
 {result["missing"]} missing, {result["duplicates"]} sent twice) after
 {result["all_sent_after_s"]:.0f} s of modelled time, at about
 {result["jobs_per_s_per_sweeper"]:,.0f} jobs/s per sweeper: {sweepers} sweepers drain
-{sweepers * result["jobs_per_s_per_sweeper"]:,.0f} jobs a second together, a tick of
-{result["per_full_tick"]:,.0f} jobs each. The sweeper claims one priority at a time over all
+{sweepers * result["jobs_per_s_per_sweeper"]:,.0f} jobs a second together, and a full tick
+(55 s of sending) about {result["per_full_tick"]:,.0f} each. The sweeper claims one priority at a time over all
 its shards and sends what the critical and high passes claimed before the next pass, so
 {"every critical job was sent before any high one, and every high one before any normal or low one" if strictly else "the urgent jobs were NOT all sent first (see the positions)"};
 normal and low jobs are claimed in that order and share batches
