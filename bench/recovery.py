@@ -198,9 +198,6 @@ def _summary(
 ) -> dict[str, Any]:
     ids = [job_id for job_id, _ in order]
     expected = {job.id for job in in_group}
-    rank = {p.value: n for n, p in enumerate(PRIORITY_MIX)}
-    # Priority order: the fraction of sent pairs (earlier, later) where the earlier job is at
-    # least as urgent; 1.0 means strictly by priority.
     last_of = {
         p.value: max((i for i, (_, q) in enumerate(order) if q == p.value), default=-1)
         for p in PRIORITY_MIX
@@ -209,12 +206,6 @@ def _summary(
         p.value: min((i for i, (_, q) in enumerate(order) if q == p.value), default=-1)
         for p in PRIORITY_MIX
     }
-    inversions = sum(
-        1
-        for tick_start, tick in _tick_spans(ticks)
-        for a in range(tick_start, tick_start + tick)
-        if a + 1 < tick_start + tick and rank[order[a][1]] > rank[order[a + 1][1]]
-    )
     full_ticks = [t for t in ticks if t is not ticks[-1]]
     all_sent_s = sum(60.0 for _ in full_ticks) + ticks[-1]["modelled_s"]
     per_sweeper_10m = 10_000_000 * config.shards_per_sweeper / config.shard_count
@@ -241,7 +232,6 @@ def _summary(
         "missing": len(expected - set(ids)),
         "unexpected": len(set(ids) - expected),
         "duplicates": len(ids) - len(set(ids)),
-        "adjacent_priority_inversions_within_ticks": inversions,
         "first_sent_index": first_of,
         "last_sent_index": last_of,
         "all_sent_after_s": all_sent_s,
@@ -255,11 +245,3 @@ def _summary(
             else None,
         },
     }
-
-
-def _tick_spans(ticks: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for tick in ticks:
-        spans.append((start, tick["sent"]))
-        start += tick["sent"]
-    return spans
