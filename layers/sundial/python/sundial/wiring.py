@@ -20,6 +20,7 @@ from sundial.clock import Clock, SystemClock
 from sundial.dispatch.fanout import LambdaLauncher, Launch
 from sundial.dispatch.sweeper import Sweeper
 from sundial.history.capture import HistoryRecorder, HistorySettings, HistoryWriter
+from sundial.history.replay import FailedBatchReplayer
 from sundial.runs.attempts import MAX_RESULT_BYTES, Attempts, LifecycleDeps
 from sundial.runs.dlq_indexer import DeadLetterIndexer
 from sundial.runs.leases import LeaseService
@@ -41,7 +42,7 @@ from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
 from sundial.store.sweeps import SweepStore
-from sundial.transport.receiver import QueueReceiver
+from sundial.transport.receiver import SQS_MAX_WAIT_S, QueueReceiver
 from sundial.transport.sender import QueueSender
 
 # Standard retry mode backs off on throttling; the adaptive limit keeps a burst from failing.
@@ -51,17 +52,24 @@ from sundial.transport.sender import QueueSender
 USER_AGENT = "sundial"
 
 
-def boto_config(user_agent: str | None = USER_AGENT) -> Config:
+# Every call answers within a few seconds except a long poll, which holds the connection for up
+# to SQS_MAX_WAIT_S: its client reads for that long plus this margin, or the read times out,
+# botocore retries, and the lease answers 500 after about 30 s.
+LONG_POLL_READ_MARGIN_S = 10
+
+
+def boto_config(user_agent: str | None = USER_AGENT, *, read_timeout: int = 5) -> Config:
     """Every client's configuration (`user_agent=None`: botocore's own, for comparison)."""
     return Config(
         retries={"mode": "standard", "max_attempts": 5},
         connect_timeout=2,
-        read_timeout=5,
+        read_timeout=read_timeout,
         user_agent=user_agent,
     )
 
 
 _BOTO_CONFIG = boto_config()
+_LONG_POLL_CONFIG = boto_config(read_timeout=SQS_MAX_WAIT_S + LONG_POLL_READ_MARGIN_S)
 
 
 @dataclass
@@ -82,8 +90,8 @@ class Dependencies:
     def _session(self) -> boto3.Session:
         return self.session or boto3.Session()
 
-    def _client(self, service: str) -> Any:
-        return self._session.client(service, config=_BOTO_CONFIG)  # type: ignore[call-overload]
+    def _client(self, service: str, config: Config = _BOTO_CONFIG) -> Any:
+        return self._session.client(service, config=config)  # type: ignore[call-overload]
 
     @cached_property
     def _dynamodb(self) -> Any:
@@ -205,7 +213,9 @@ class Dependencies:
     @cached_property
     def leases(self) -> LeaseService:
         receiver = QueueReceiver(
-            self._client("sqs"), self.settings.queue_urls, self.settings.priority_queue_urls
+            self._client("sqs", _LONG_POLL_CONFIG),
+            self.settings.queue_urls,
+            self.settings.priority_queue_urls,
         )
         return LeaseService(attempts=self.attempts, receiver=receiver)
 
@@ -330,19 +340,36 @@ def configure(
     return _current
 
 
-_history: HistoryRecorder | None = None
+@dataclass(frozen=True)
+class HistoryFunctions:
+    """The history Lambda's two tasks: record the stream, replay failed batches."""
+
+    recorder: HistoryRecorder
+    replayer: FailedBatchReplayer
+
+
+_history: HistoryFunctions | None = None
+
+
+def history(
+    environ: Mapping[str, str] | None = None, session: boto3.Session | None = None
+) -> HistoryFunctions:
+    """The history Lambda's collaborators (its own settings: it needs no table or queues),
+    built once per process; passing `environ` or `session` builds new ones (tests)."""
+    global _history  # noqa: PLW0603 - one S3 client per Lambda container, built lazily
+    if _history is None or environ is not None or session is not None:
+        settings = HistorySettings.from_env(environ if environ is not None else os.environ)
+        client: Any = (session or boto3.Session()).client("s3", config=_BOTO_CONFIG)
+        writer = HistoryWriter(client, settings.history_bucket, settings.history_prefix)
+        _history = HistoryFunctions(
+            recorder=HistoryRecorder(writer),
+            replayer=FailedBatchReplayer(client, settings.history_bucket, writer),
+        )
+    return _history
 
 
 def history_recorder(
     environ: Mapping[str, str] | None = None, session: boto3.Session | None = None
 ) -> HistoryRecorder:
-    """The history Lambda's recorder (its own settings: it needs no table or queues), built once
-    per process; passing `environ` or `session` builds a new one (tests)."""
-    global _history  # noqa: PLW0603 - one S3 client per Lambda container, built lazily
-    if _history is None or environ is not None or session is not None:
-        settings = HistorySettings.from_env(environ if environ is not None else os.environ)
-        client: Any = (session or boto3.Session()).client("s3", config=_BOTO_CONFIG)
-        _history = HistoryRecorder(
-            HistoryWriter(client, settings.history_bucket, settings.history_prefix)
-        )
-    return _history
+    """The stream recorder of `history()`."""
+    return history(environ, session).recorder
