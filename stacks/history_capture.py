@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import jsii
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -15,13 +17,18 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stacks.functions import SundialFunction
-from stacks.history_buckets import FAILED_BATCHES_PREFIX, RAW_PREFIX
+from stacks.history_buckets import RAW_PREFIX
 from stacks.nag import acknowledge
 from stacks.settings import HistoryPipelineSettings, ObservabilitySettings
+from sundial.history.replay import FAILED_BATCHES_PREFIX, REPLAYED_PREFIX
 
 ENV_HISTORY_BUCKET = "SUNDIAL_HISTORY_BUCKET"
 ENV_HISTORY_PREFIX = "SUNDIAL_HISTORY_PREFIX"
 HISTORY_TIMEOUT = Duration.seconds(60)
+# Failed batches are replayed into history/ hourly, so they are there before the daily
+# compaction of their day; a replay that fails is retried by the next one.
+REPLAY_SCHEDULE = events.Schedule.rate(Duration.hours(1))
+REPLAY_RETRY_ATTEMPTS = 2
 # Retries of a failing batch, bisected on each error, before it goes to the on-failure
 # destination. A record older than MAX_RECORD_AGE goes there too: well inside the stream's
 # 24-hour retention, so a stuck shard never loses records to the stream's trimming.
@@ -117,7 +124,38 @@ class HistoryCapture(Construct):
             filters=[lambda_.FilterCriteria.filter(JOB_ITEMS_FILTER)],
         )
         self.function.add_event_source(self.event_source)
+        self._replay_failed_batches(raw_bucket)
         _acknowledge_findings(recorder.role, raw_bucket)
+
+    def _replay_failed_batches(self, raw_bucket: s3.IBucket) -> None:
+        """Every hour the function replays failed batches into history/ and marks each one
+        under replayed/ (sundial.history.replay). It lists the bucket with the s3:ListBucket
+        the on-failure destination already needs, reads failed batches, writes markers."""
+        self.replay_rule = events.Rule(
+            self,
+            "ReplayFailedBatches",
+            description="Sundial history: replay failed stream batches into history/",
+            schedule=REPLAY_SCHEDULE,
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    event=events.RuleTargetInput.from_object({"replay_failed_batches": True}),
+                    retry_attempts=REPLAY_RETRY_ATTEMPTS,
+                )
+            ],
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[raw_bucket.arn_for_objects(f"{FAILED_BATCHES_PREFIX}/*")],
+            )
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[raw_bucket.arn_for_objects(f"{REPLAYED_PREFIX}/*")],
+            )
+        )
 
 
 def _acknowledge_findings(role: iam.IRole, raw_bucket: s3.IBucket) -> None:
@@ -126,14 +164,16 @@ def _acknowledge_findings(role: iam.IRole, raw_bucket: s3.IBucket) -> None:
     for resource in (
         f"<{bucket_id}.Arn>/{RAW_PREFIX}/*",
         f"<{bucket_id}.Arn>/{FAILED_BATCHES_PREFIX}/*",
+        f"<{bucket_id}.Arn>/{REPLAYED_PREFIX}/*",
     ):
         acknowledge(
             role,
             f"AwsSolutions-IAM5[Resource::{resource}]",
             reason=(
                 "Object keys are made per batch (history/dt=<day>/<time>-<digest>.json.gz; "
-                "Lambda's own aws/lambda/<mapping>/<shard>/... for failed batches), so "
-                "PutObject is granted on the prefix and on nothing else in the bucket."
+                "Lambda's own aws/lambda/<mapping>/<shard>/... for failed batches, which the "
+                "replay reads, and replayed/<that key> for its markers), so each action is "
+                "granted on its prefix and on nothing else in the bucket."
             ),
         )
     acknowledge(

@@ -105,7 +105,7 @@ def test_the_stream_feeds_the_history_function(synthesized: Synthesized) -> None
     }
 
 
-def test_the_history_function_may_write_history_and_failed_batches_only(
+def test_the_history_function_may_write_history_failed_batches_and_replay_markers_only(
     synthesized: Synthesized,
 ) -> None:
     properties = synthesized.resources("AWS::Lambda::Function")[
@@ -117,6 +117,7 @@ def test_the_history_function_may_write_history_and_failed_batches_only(
     allowed = _role_allowed(synthesized, "HistoryCapture/Function/Role")
     assert set(allowed) == {
         "s3:PutObject",
+        "s3:GetObject",
         "s3:ListBucket",
         "dynamodb:DescribeStream",
         "dynamodb:GetRecords",
@@ -128,7 +129,28 @@ def test_the_history_function_may_write_history_and_failed_batches_only(
         "xray:PutTelemetryRecords",
     }
     prefixes = sorted(resource["Fn::Join"][1][1] for resource in allowed["s3:PutObject"])
-    assert prefixes == ["/aws/lambda/*", "/history/*"]
+    assert prefixes == ["/aws/lambda/*", "/history/*", "/replayed/*"]
+    # The replay reads failed batches and nothing else
+    assert [r["Fn::Join"][1][1] for r in allowed["s3:GetObject"]] == ["/aws/lambda/*"]
+
+
+def test_failed_history_batches_are_replayed_every_hour(synthesized: Synthesized) -> None:
+    rule = synthesized.resources("AWS::Events::Rule")[
+        synthesized.logical_id("HistoryCapture/ReplayFailedBatches")
+    ]["Properties"]
+    assert rule["ScheduleExpression"] == "rate(1 hour)"
+    [target] = rule["Targets"]
+    function = synthesized.logical_id("HistoryCapture/Function/Function")
+    assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
+    assert json.loads(target["Input"]) == {"replay_failed_batches": True}
+    # And the markers expire with the failed batches they mark
+    raw = synthesized.resources("AWS::S3::Bucket")[synthesized.logical_id("HistoryBuckets/Raw")]
+    rules = {r["Id"]: r for r in raw["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert rules["expire-replay-markers"]["Prefix"] == "replayed/"
+    assert (
+        rules["expire-replay-markers"]["ExpirationInDays"]
+        == rules["expire-failed-batches"]["ExpirationInDays"]
+    )
 
 
 def test_glue_tables_declare_the_jobs_columns(synthesized: Synthesized) -> None:

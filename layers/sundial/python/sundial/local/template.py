@@ -54,6 +54,8 @@ class ScheduleSpec:
     name: str
     expression: str
     targets: tuple[str, ...]  # function logical ids
+    # Each target's constant input (its Input, a JSON text), or None: EventBridge's own event.
+    inputs: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,12 @@ class LocalTemplate:
             props = self.resolve(self.props(lid))
             if "ScheduleExpression" not in props or props.get("State", "ENABLED") != "ENABLED":
                 continue
-            targets = tuple(self.function_by_arn(t["Arn"]) for t in props.get("Targets", []))
-            specs.append(ScheduleSpec(lid, self.ref(lid), props["ScheduleExpression"], targets))
+            rule_targets = props.get("Targets", [])
+            targets = tuple(self.function_by_arn(t["Arn"]) for t in rule_targets)
+            inputs = tuple(t.get("Input") for t in rule_targets)
+            specs.append(
+                ScheduleSpec(lid, self.ref(lid), props["ScheduleExpression"], targets, inputs)
+            )
         return specs
 
     def event_sources(self) -> list[EventSourceSpec]:

@@ -30,7 +30,8 @@ def rate_seconds(expression: str) -> int:
 
 
 class ScheduleRunner(threading.Thread):
-    """Fires a rule's targets now and then every period, with EventBridge's event shape."""
+    """Fires a rule's targets now and then every period, with EventBridge's event shape (or
+    the target's constant input, when it has one)."""
 
     def __init__(
         self, spec: ScheduleSpec, targets: list[FunctionHost], stop: threading.Event
@@ -56,9 +57,10 @@ class ScheduleRunner(threading.Thread):
                 "resources": [f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{self.spec.name}"],
                 "detail": {},
             }
-            for target in self.targets:
+            inputs = self.spec.inputs or (None,) * len(self.targets)
+            for target, constant in zip(self.targets, inputs, strict=True):
                 try:
-                    target.invoke(event)
+                    target.invoke(json.loads(constant) if constant is not None else event)
                 except InvocationError as error:
                     log.error("rule %s -> %s failed: %s", self.spec.name, target.spec.name, error)
             self.fired += 1
