@@ -41,6 +41,7 @@ RAW_EVENT: tuple[Column, ...] = (
     ("started_at_ms", "bigint"),
     ("duration_ms", "bigint"),
     ("error_type", "string"),
+    ("correlation_id", "string"),
 )
 
 JOB_HISTORY = TableSpec(
@@ -62,6 +63,9 @@ JOB_HISTORY = TableSpec(
         ("duration_ms", "bigint"),
         ("lateness_ms", "bigint"),
         ("error_type", "string"),
+        # The API request that submitted the job: its logs' correlation id. Appended last, so
+        # Parquet written before it existed reads it as null.
+        ("correlation_id", "string"),
     ),
 )
 

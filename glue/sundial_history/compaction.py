@@ -65,6 +65,7 @@ def curate(raw: DataFrame) -> DataFrame:
         .cast("long")
         .alias("lateness_ms"),
         "error_type",
+        "correlation_id",
         F.date_format(event_at, "yyyy-MM-dd").alias("dt"),
     )
 

@@ -29,6 +29,7 @@ def raw_event(
     error_type: str | None = None,
     dag_id: str | None = None,
     schedule_id: str | None = None,
+    correlation_id: str | None = "req-1",
 ) -> dict[str, Any]:
     return {
         "v": 1,
@@ -46,6 +47,7 @@ def raw_event(
         "started_at_ms": started_ms,
         "duration_ms": at_ms - started_ms if started_ms is not None else None,
         "error_type": error_type,
+        "correlation_id": correlation_id,
     }
 
 
@@ -62,4 +64,11 @@ def timestamp(epoch_ms: int) -> datetime:
 
 def job_history_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     schema = table_struct(JOB_HISTORY)
-    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+    # Rows that leave out the correlation id are of jobs no API request submitted.
+    return spark.createDataFrame(
+        [
+            tuple(r.get(f.name) if f.name == "correlation_id" else r[f.name] for f in schema.fields)
+            for r in rows
+        ],
+        schema,
+    )

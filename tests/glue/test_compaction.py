@@ -51,7 +51,13 @@ def test_curate_types_the_times_derives_lateness_and_the_day(spark: SparkSession
     curated = compaction.curate(raw)
 
     # Then times are timestamps, the success carries its lateness, the day is the event's
-    common = {"job_id": "job-1", "queue": "email", "priority": "normal", "schedule_id": None}
+    common = {
+        "job_id": "job-1",
+        "queue": "email",
+        "priority": "normal",
+        "schedule_id": None,
+        "correlation_id": "req-1",
+    }
     expected = job_history_frame(
         spark,
         [

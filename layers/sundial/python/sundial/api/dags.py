@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
-from sundial.api.routes import _INVALID, _documented, _json, metrics
+from sundial.api.routes import _INVALID, _documented, _json, metrics, request_id
 from sundial.clock import to_rfc3339
 from sundial.model.dag import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.model.job import Job, OnFailure, ParentResults, Status
@@ -111,7 +111,7 @@ class DagDetail(BaseModel):
     },
 )
 def submit_dag(request: SubmitDag) -> Response[str]:
-    view = dependencies().dags.submit(request)
+    view = dependencies().dags.submit(request, correlation_id=request_id(dags_router))
     metrics.add_metric(name="DagsSubmitted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="DagNodesSubmitted", unit=MetricUnit.Count, value=len(view.nodes))
     return _json(HTTPStatus.CREATED, DagDetail.of(view))

@@ -34,6 +34,12 @@ submit_router = Router()  # type: ignore[no-untyped-call]
 jobs_router = Router()  # type: ignore[no-untyped-call]
 
 
+def request_id(router: Router) -> str | None:
+    """The API Gateway id of the request being handled: the correlation id of its log lines
+    (the handlers' Logger reads the same field), kept with each job it submits."""
+    return router.current_event.request_context.request_id or None
+
+
 def _documented(model: type[BaseModel], description: str) -> OpenAPIResponse:
     return {"description": description, "content": {"application/json": {"model": model}}}
 
@@ -60,7 +66,7 @@ def _json(status: int, model: BaseModel) -> Response[str]:
     },
 )
 def submit_job(request: SubmitJob) -> Response[str]:
-    submitted = dependencies().jobs.submit(request)
+    submitted = dependencies().jobs.submit(request, correlation_id=request_id(submit_router))
     metrics.add_metric(name="JobsSubmitted", unit=MetricUnit.Count, value=int(submitted.created))
     status = HTTPStatus.CREATED if submitted.created else HTTPStatus.OK
     return _json(status, JobSummary.of(submitted.job))
@@ -75,7 +81,7 @@ def submit_job(request: SubmitJob) -> Response[str]:
     responses={200: _documented(BatchResult, "One result per job, in order"), 400: _INVALID},
 )
 def submit_batch(batch: SubmitBatch) -> BatchResult:
-    outcomes = dependencies().jobs.submit_many(batch.jobs)
+    outcomes = dependencies().jobs.submit_many(batch.jobs, correlation_id=request_id(submit_router))
     created = sum(1 for o in outcomes if isinstance(o, Submitted) and o.created)
     metrics.add_metric(name="JobsSubmitted", unit=MetricUnit.Count, value=created)
     return BatchResult(results=[_batch_item(i, o) for i, o in enumerate(outcomes)])

@@ -90,6 +90,7 @@ class HistoryEvent(BaseModel):
     started_at_ms: int | None = None  # when the attempt that ended (or is running) started
     duration_ms: int | None = None  # how long that attempt ran, when it ended
     error_type: str | None = None  # the exception type of a failed or dead attempt
+    correlation_id: str | None = None  # the API request that submitted the job (Job's)
 
     @property
     def event_date(self) -> str:
@@ -195,6 +196,7 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
         "priority": priority,
         "schedule_id": _str(image, "schedule_id"),
         "dag_id": _str(image, "dag_id"),
+        "correlation_id": _str(image, "correlation_id"),
     }
     if new is None:  # REMOVE
         return HistoryEvent(

@@ -137,6 +137,9 @@ class Job(Keyed):
     # decided and written, so no sweep needs to advance the schedule from it again.
     schedule_id: str | None = None
     chained: bool = False
+    # The id of the API request that submitted the job (API Gateway's request id), so one job
+    # can be followed through the API, sweeper and consumer logs and the history.
+    correlation_id: str | None = None
 
     @property
     def envelope_id(self) -> str:

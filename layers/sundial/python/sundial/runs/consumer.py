@@ -152,6 +152,14 @@ class JobConsumer:
 
     def handle_record(self, record: SQSRecord) -> None:
         envelope = Envelope.model_validate_json(record.body)
+        # Every log line of this job's run names it and the request that submitted it.
+        logger.append_keys(job_id=envelope.id, correlation_id=envelope.correlation_id)
+        try:
+            self._handle(record, envelope)
+        finally:
+            logger.remove_keys(["job_id", "correlation_id"])
+
+    def _handle(self, record: SQSRecord, envelope: Envelope) -> None:
         attempt = envelope.attempt
         job = self.deps.store.get(JobKey.from_job_id(envelope.id))
         if job is None:

@@ -51,9 +51,10 @@ class DagService:
         self._retention_s = retention_days * 86_400
         self._rng = rng or random.Random()
 
-    def submit(self, request: SubmitDag) -> DagView:
+    def submit(self, request: SubmitDag, *, correlation_id: str | None = None) -> DagView:
         """Validate the whole DAG, write its nodes, and send the roots that are due now.
-        Invalid input raises InvalidInput before anything is written."""
+        Invalid input raises InvalidInput before anything is written. `correlation_id`: the
+        submitting request's id, kept with every node (Job.correlation_id)."""
         now = self._clock.now_ms()
         check_graph({name: node.depends_on for name, node in request.nodes.items()})
         start = request.start_ms(now)
@@ -74,7 +75,7 @@ class DagService:
             if start <= now + DIRECT_WINDOW_MS
             else set()
         )
-        nodes = self._build(request, key, now, paused)
+        nodes = self._build(request, key, now, paused, correlation_id)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
         self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
@@ -84,14 +85,23 @@ class DagService:
         return DagView(key, nodes)
 
     def _build(
-        self, request: SubmitDag, key: DagKey, now: int, paused: Collection[str]
+        self,
+        request: SubmitDag,
+        key: DagKey,
+        now: int,
+        paused: Collection[str],
+        correlation_id: str | None,
     ) -> list[Job]:
         index = {name: i for i, name in enumerate(request.nodes)}
         children = children_of({name: node.depends_on for name, node in request.nodes.items()})
         jobs = []
         for i, (name, spec) in enumerate(request.nodes.items()):
             job = self._jobs.new_job(
-                spec.job_request(), now, key=key.node_key(i), held=spec.queue in paused
+                spec.job_request(),
+                now,
+                key=key.node_key(i),
+                held=spec.queue in paused,
+                correlation_id=correlation_id,
             )
             job.dag = DagLink(
                 dag_id=key.dag_id,

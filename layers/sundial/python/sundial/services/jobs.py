@@ -68,24 +68,32 @@ class JobService:
 
     # -- submit -----------------------------------------------------------------------------
 
-    def submit(self, request: SubmitJob) -> Submitted:
-        result = self.submit_many([request], field_prefix="")[0]
+    def submit(self, request: SubmitJob, *, correlation_id: str | None = None) -> Submitted:
+        result = self.submit_many([request], field_prefix="", correlation_id=correlation_id)[0]
         if isinstance(result, SundialError):
             raise result
         return result
 
     def submit_many(
-        self, requests: Sequence[SubmitJob], *, field_prefix: str = "jobs"
+        self,
+        requests: Sequence[SubmitJob],
+        *,
+        field_prefix: str = "jobs",
+        correlation_id: str | None = None,
     ) -> list[Submitted | SundialError]:
         """Submit jobs together. Invalid input rejects the whole call before anything is written;
-        after that each job has its own result (a Submitted, or the error for that job)."""
+        after that each job has its own result (a Submitted, or the error for that job).
+        `correlation_id`: the submitting request's id, kept with each job (Job.correlation_id)."""
         now = self._clock.now_ms()
         for index, request in enumerate(requests):
             self.check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
         paused = self.paused_queues(
             {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
         )
-        jobs = [self.new_job(request, now, held=request.queue in paused) for request in requests]
+        jobs = [
+            self.new_job(request, now, held=request.queue in paused, correlation_id=correlation_id)
+            for request in requests
+        ]
         results: list[Submitted | SundialError | None] = [None] * len(jobs)
         fresh: list[Job] = []
         for index, (request, job) in enumerate(zip(requests, jobs, strict=True)):
@@ -162,7 +170,13 @@ class JobService:
         return {queue for queue in sorted(queues) if self._queue_states.get(queue).paused}
 
     def new_job(
-        self, request: SubmitJob, now: int, key: JobKey | None = None, *, held: bool = False
+        self,
+        request: SubmitJob,
+        now: int,
+        key: JobKey | None = None,
+        *,
+        held: bool = False,
+        correlation_id: str | None = None,
     ) -> Job:
         if key is None:
             key = JobKey(
@@ -181,6 +195,7 @@ class JobService:
             created_at_ms=now,
             direct=direct,
             idempotency_key=request.idempotency_key,
+            correlation_id=correlation_id,
             # An unacknowledged direct job (its submit died before claiming it) must not linger.
             expires_at_s=key.due_ms // 1000 + self._retention_s if direct else None,
         )

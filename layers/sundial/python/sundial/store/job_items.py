@@ -41,6 +41,7 @@ def job_to_item(job: Job) -> Item:
         ("claim_token", job.claim_token),
         ("schedule_id", job.schedule_id),
         ("result", job.result_json),
+        ("correlation_id", job.correlation_id),
     ):
         if text is not None:
             item[name] = str_attr(text)
@@ -202,6 +203,7 @@ def item_to_job(item: Item) -> Job:
         resumed_at_ms=opt_int(item, "resumed_at"),
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
+        correlation_id=item["correlation_id"]["S"] if "correlation_id" in item else None,
     )
 
 

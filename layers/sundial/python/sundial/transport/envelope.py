@@ -49,6 +49,11 @@ class Envelope(BaseModel):
     priority: Priority
     created_at: str
     dag: DagContext | None = None
+    correlation_id: str | None = Field(
+        default=None,
+        description="The id of the API request that submitted the job (absent for schedule "
+        "occurrences): search the logs for it to follow the job",
+    )
 
 
 def dag_context(dag: DagLink) -> dict[str, Any]:
@@ -80,6 +85,7 @@ def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> st
             "priority": str(job.priority),
             "created_at": to_rfc3339(job.created_at_ms),
             **({"dag": dag_context(job.dag)} if job.dag is not None else {}),
+            **({"correlation_id": job.correlation_id} if job.correlation_id else {}),
         },
         separators=(",", ":"),
         ensure_ascii=False,
