@@ -67,10 +67,14 @@ API_TIMEOUT = Duration.seconds(29)
 # SWEEPER_TIMEOUT_MS.
 WRITER_TIMEOUT = Duration.seconds(SUBMIT_TIMEOUT_MS // 1000)
 SWEEPER_TIMEOUT = Duration.seconds(SWEEPER_TIMEOUT_MS // 1000)
+FANOUT_TIMEOUT = Duration.seconds(30)
 
-# A sweeper tick that is still retrying after two minutes is superseded by a newer tick.
-SWEEPER_MAX_EVENT_AGE = Duration.seconds(120)
-SWEEPER_RETRY_ATTEMPTS = 2
+# Reserved concurrency of the dispatch path (settings.operations.reserve_dispatch_concurrency).
+# A tick starts one sweeper per shard group; a sweeper may run up to its 60 s timeout, so the
+# next tick's sweepers can overlap it, and Lambda's retries of a failed one add a few more:
+# two ticks' worth. The fan-out runs for a second or two a minute: 2 covers an overlap.
+SWEEPERS_RESERVED_PER_GROUP = 2
+FANOUT_RESERVED = 2
 
 # An HTTP API waits at most 30 s for its integration; a lease long-polls SQS up to 20 s.
 WORKERS_TIMEOUT = Duration.seconds(29)
@@ -80,6 +84,12 @@ DEAD_LETTER_INDEXER_TIMEOUT = Duration.seconds(10)
 # The example consumer's timeout: a queue feeding it needs a visibility timeout of at least 6x
 # this (stacks/consumers.py checks it), so 30 s for the 5 s here.
 EXAMPLE_CONSUMER_TIMEOUT = Duration.seconds(5)
+
+
+def sweepers_reserved(settings: SundialSettings) -> int:
+    """The sweeper's reserved concurrency: two ticks' worth of shard groups."""
+    groups = -(-settings.shard_count // settings.shards_per_sweeper)
+    return SWEEPERS_RESERVED_PER_GROUP * groups
 
 
 class SundialFunction(Construct):
@@ -101,6 +111,7 @@ class SundialFunction(Construct):
         environment: Mapping[str, str],
         memory_mb: int = MEMORY_MB,
         observability: ObservabilitySettings | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         observability = observability or ObservabilitySettings()
@@ -122,6 +133,7 @@ class SundialFunction(Construct):
             handler=HANDLER,
             timeout=timeout,
             memory_size=memory_mb,
+            reserved_concurrent_executions=reserved_concurrency,
             tracing=_TRACING[observability.tracing],
             log_group=self.log_group,
             role=self.role,
@@ -218,7 +230,12 @@ class JobFunctions(Construct):
         )
 
     def _function(
-        self, code_dir: str, description: str, timeout: Duration, memory_mb: int = MEMORY_MB
+        self,
+        code_dir: str,
+        description: str,
+        timeout: Duration,
+        memory_mb: int = MEMORY_MB,
+        reserved_concurrency: int | None = None,
     ) -> SundialFunction:
         return SundialFunction(
             self,
@@ -230,6 +247,7 @@ class JobFunctions(Construct):
             environment=self._environment,
             memory_mb=memory_mb,
             observability=self._observability,
+            reserved_concurrency=reserved_concurrency,
         )
 
     def _add_api_functions(self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]) -> None:
@@ -284,23 +302,25 @@ class JobFunctions(Construct):
     def _add_dispatch(
         self, settings: SundialSettings, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
     ) -> None:
-        """The timer path: the fan-out starts one sweeper per shard group every minute."""
+        """The timer path: the fan-out starts one sweeper per shard group every minute. Its
+        async invocations' retries and failure queue are stacks/dispatch.py's."""
+        reserve = settings.operations.reserve_dispatch_concurrency
         self.sweeper = self._function(
             "sweeper",
             "Claims due jobs of a shard group, sends them to SQS",
             SWEEPER_TIMEOUT,
             SWEEPER_MEMORY_MB,
+            reserved_concurrency=sweepers_reserved(settings) if reserve else None,
         ).function
         fanout = self._function(
-            "fanout", "Every minute: starts one sweeper per shard group", Duration.seconds(30)
+            "fanout",
+            "Every minute: starts one sweeper per shard group",
+            FANOUT_TIMEOUT,
+            reserved_concurrency=FANOUT_RESERVED if reserve else None,
         )
         self.fanout = fanout.function
         self.fanout.add_environment(ENV_SWEEPER_FUNCTION, self.sweeper.function_name)
         self.fanout.add_environment(ENV_SHARDS_PER_SWEEPER, str(settings.shards_per_sweeper))
-        self.sweeper.configure_async_invoke(
-            retry_attempts=SWEEPER_RETRY_ATTEMPTS,
-            max_event_age=SWEEPER_MAX_EVENT_AGE,
-        )
         # fanout: read and update its state item in the table, then start the sweepers.
         table.grant(self.fanout, "dynamodb:GetItem", "dynamodb:UpdateItem")
         self.sweeper.grant_invoke(self.fanout)

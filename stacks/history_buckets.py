@@ -8,11 +8,12 @@ from constructs import Construct
 
 from stacks.nag import acknowledge
 from stacks.settings import HistoryPipelineSettings
+from sundial.history.replay import FAILED_BATCHES_PREFIX, REPLAYED_PREFIX
 
 # Key prefixes. The raw prefix is what the history Lambda writes; Lambda itself writes failed
-# stream batches (the event source's on-failure destination) under FAILED_BATCHES_PREFIX.
+# stream batches (the event source's on-failure destination) under FAILED_BATCHES_PREFIX, and
+# the hourly replay marks each one it replayed under REPLAYED_PREFIX (sundial.history.replay).
 RAW_PREFIX = "history"
-FAILED_BATCHES_PREFIX = "aws/lambda"
 INCOMPLETE_UPLOAD_DAYS = 7
 ACCESS_LOGS_BY_POLICY = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 # Curated Parquet older than this is read rarely: Intelligent-Tiering moves it to cheaper tiers
@@ -26,12 +27,24 @@ class HistoryBuckets(Construct):
 
     Each is SSE-S3 encrypted, TLS-only, closed to the public, logs its server access to
     `access_logs`, and expires objects per settings. All are retained when the stack goes:
-    they are the job history."""
+    they are the job history. All are versioned: an object overwritten or deleted (by a Glue
+    job re-run, or by hand) can be restored for `noncurrent_version_days`, after which its old
+    versions expire, as do the delete markers left when the current ones expire."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: HistoryPipelineSettings
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: HistoryPipelineSettings,
+        noncurrent_version_days: int = 30,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._noncurrent_versions = s3.LifecycleRule(
+            id="expire-noncurrent-versions",
+            noncurrent_version_expiration=Duration.days(noncurrent_version_days),
+            expired_object_delete_marker=True,
+        )
         # Server access logs are delivered under a bucket policy (the logging service
         # principal), not the legacy LogDeliveryWrite ACL, which BUCKET_OWNER_ENFORCED forbids.
         # Set here so the construct behaves the same in any app, whatever its cdk.json says.
@@ -48,6 +61,12 @@ class HistoryBuckets(Construct):
                 s3.LifecycleRule(
                     id="expire-failed-batches",
                     prefix=f"{FAILED_BATCHES_PREFIX}/",
+                    expiration=Duration.days(settings.curated_retention_days),
+                ),
+                # A replay's marker lives as long as the failed batch it marks.
+                s3.LifecycleRule(
+                    id="expire-replay-markers",
+                    prefix=f"{REPLAYED_PREFIX}/",
                     expiration=Duration.days(settings.curated_retention_days),
                 ),
             ],
@@ -87,11 +106,13 @@ class HistoryBuckets(Construct):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=RemovalPolicy.RETAIN,
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="expire-access-logs",
                     expiration=Duration.days(settings.access_log_retention_days),
-                )
+                ),
+                self._noncurrent_versions,
             ],
         )
         acknowledge(
@@ -119,5 +140,6 @@ class HistoryBuckets(Construct):
             removal_policy=RemovalPolicy.RETAIN,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{construct_id.lower()}/",
-            lifecycle_rules=[*rules, abort_uploads],
+            versioned=True,
+            lifecycle_rules=[*rules, abort_uploads, self._noncurrent_versions],
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -34,8 +34,12 @@ class JobQueues(Construct):
         construct_id: str,
         *,
         queue_settings: Mapping[str, QueueSettings],
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Retained by default: a destroy or a replacement must not take the jobs already
+        # handed to SQS, or 14 days of dead letters, with it.
+        self._removal_policy = removal_policy
         self.queues: dict[str, sqs.Queue] = {}
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
         self.priority_queues: dict[str, sqs.Queue] = {}
@@ -66,6 +70,7 @@ class JobQueues(Construct):
             enforce_ssl=True,
             retention_period=DLQ_RETENTION,
             visibility_timeout=DLQ_VISIBILITY_TIMEOUT,
+            removal_policy=self._removal_policy,
         )
         queue = sqs.Queue(
             self,
@@ -77,5 +82,6 @@ class JobQueues(Construct):
                 queue=dlq,
                 max_receive_count=settings.max_receive_count,
             ),
+            removal_policy=self._removal_policy,
         )
         return queue, dlq

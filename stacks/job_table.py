@@ -41,6 +41,7 @@ class JobTable(Construct):
         construct_id: str,
         *,
         capacity: TableCapacitySettings | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         capacity = capacity or TableCapacitySettings()
@@ -65,7 +66,9 @@ class JobTable(Construct):
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=removal_policy,
+            # A retained table is also protected from a direct delete (console, CLI).
+            deletion_protection=removal_policy == RemovalPolicy.RETAIN,
         )
         if provisioned:
             self._auto_scale(capacity)

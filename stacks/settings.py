@@ -73,6 +73,14 @@ class QueueSettings(BaseModel):
     # no priorities, so urgent jobs get a queue a flood of normal and low jobs cannot delay,
     # with a consumer of its own concurrency (QueueConsumer(priority_queue=...)).
     priority_queue: bool = Field(default=False, strict=True)
+    # Alarms (stacks/monitoring.py; the runbook in docs/operations.md says what to do):
+    # dead letters indexed from this queue within 5 minutes, at or above which the queue's
+    # dead-letter alarm fires; 1 means every dead job pages someone.
+    dead_letter_alarm_threshold: int = Field(default=1, ge=1, le=1_000_000, strict=True)
+    # The age of the oldest message, in seconds, at or above which the queue's backlog alarm
+    # fires: its consumers are not keeping up. SQS counts a message's age from when it was
+    # sent, and Sundial sends up to 15 minutes ahead with DelaySeconds, so stay above 900.
+    oldest_message_alarm_seconds: int = Field(default=1800, ge=960, le=1_209_600, strict=True)
 
 
 class HistoryPipelineSettings(BaseModel):
@@ -149,6 +157,35 @@ class ObservabilitySettings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class OperationsSettings(BaseModel):
+    """How the deployment is watched and what a stack operation may remove.
+
+    `removal_policy`: what `cdk destroy` (or a replacement) does to the job queues, their DLQs,
+    the dispatch-failures queue and the job table. "retain" (the default) keeps them, with
+    their jobs and dead letters, and turns on the table's deletion protection; "destroy" is
+    for throwaway stacks. The history buckets are always retained: they are the record.
+    `alarm_topic_arn`: the SNS topic every alarm notifies; None creates one (encrypted with a
+    key of the stack's own, which CloudWatch may use) whose ARN is a stack output.
+    `reserve_dispatch_concurrency`: reserved concurrency for the fan-out and the sweepers, so
+    a flood of other functions in the account cannot throttle dispatch (sized in
+    stacks/functions.py from the shard settings). Turn it off in an account whose
+    concurrency quota is still the new-account default, where no reservation is allowed.
+    `dispatch_lateness_alarm_ms`: the p99 of (visible in SQS - due) over 5 minutes, in ms, at
+    or above which the lateness alarm fires (three 5-minute periods in a row)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    removal_policy: Literal["retain", "destroy"] = "retain"
+    alarm_topic_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}$"
+    )
+    reserve_dispatch_concurrency: bool = Field(default=True, strict=True)
+    dispatch_lateness_alarm_ms: int = Field(default=5000, ge=1000, le=3_600_000, strict=True)
+    # Noncurrent object versions in the history buckets are kept this long, then expire: an
+    # overwritten or deleted report or Parquet file can be restored within it.
+    noncurrent_version_days: int = Field(default=30, ge=1, le=3650, strict=True)
+
+
 class SundialSettings(BaseModel):
     """The whole Sundial deployment configuration."""
 
@@ -165,6 +202,7 @@ class SundialSettings(BaseModel):
     api: ApiSettings = Field(default_factory=ApiSettings)
     table_capacity: TableCapacitySettings = Field(default_factory=TableCapacitySettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    operations: OperationsSettings = Field(default_factory=OperationsSettings)
 
     @field_validator("example_consumer_queue")
     @classmethod

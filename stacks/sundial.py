@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, Environment, Stack
+from aws_cdk import CfnOutput, Duration, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -11,14 +11,23 @@ from stacks.api import JobsApi
 from stacks.consumers import QueueConsumer
 from stacks.dead_letters import DeadLetterIndex
 from stacks.dispatch import DispatchSchedule
-from stacks.functions import EXAMPLE_CONSUMER_TIMEOUT, JobFunctions
+from stacks.functions import (
+    DEAD_LETTER_INDEXER_TIMEOUT,
+    EXAMPLE_CONSUMER_TIMEOUT,
+    FANOUT_TIMEOUT,
+    SWEEPER_TIMEOUT,
+    JobFunctions,
+)
 from stacks.history_buckets import HistoryBuckets
-from stacks.history_capture import HistoryCapture
+from stacks.history_capture import HISTORY_TIMEOUT, HistoryCapture
 from stacks.history_glue import HistoryAnalytics
 from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
+from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue
 from stacks.settings import SundialSettings
+
+_REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 
 
 class Sundial(Construct):
@@ -32,8 +41,13 @@ class Sundial(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: SundialSettings) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
-        self.job_table = JobTable(self, "JobTable", capacity=settings.table_capacity)
-        self.job_queues = JobQueues(self, "JobQueues", queue_settings=settings.queues)
+        removal_policy = _REMOVAL_POLICIES[settings.operations.removal_policy]
+        self.job_table = JobTable(
+            self, "JobTable", capacity=settings.table_capacity, removal_policy=removal_policy
+        )
+        self.job_queues = JobQueues(
+            self, "JobQueues", queue_settings=settings.queues, removal_policy=removal_policy
+        )
         self.layers = SundialLayers(self, "Layers")
         self.functions = JobFunctions(
             self,
@@ -45,7 +59,13 @@ class Sundial(Construct):
             layers=self.layers.all,
             priority_queues=self.job_queues.priority_queues,
         )
-        self.dispatch = DispatchSchedule(self, "Dispatch", fanout=self.functions.fanout)
+        self.dispatch = DispatchSchedule(
+            self,
+            "Dispatch",
+            fanout=self.functions.fanout,
+            sweeper=self.functions.sweeper,
+            removal_policy=removal_policy,
+        )
         self.dead_letter_index = DeadLetterIndex(
             self,
             "DeadLetterIndex",
@@ -71,10 +91,60 @@ class Sundial(Construct):
         )
         self._add_history(settings)
         self.example_consumer = self._add_example_consumer(settings)
+        self.monitoring = self._add_monitoring(settings)
+
+    def _add_monitoring(self, settings: SundialSettings) -> SundialMonitoring:
+        """Alarms on every queue, DLQ and background function, and the dashboard."""
+        job_queues = self.job_queues
+        watched_queues = [
+            WatchedQueue(name, queue, job_queues.dead_letter_queues[name], settings.queues[name])
+            for name, queue in sorted(job_queues.queues.items())
+        ] + [
+            WatchedQueue(
+                f"{name}-priority",
+                queue,
+                job_queues.priority_dead_letter_queues[name],
+                settings.queues[name],
+                priority=True,
+            )
+            for name, queue in sorted(job_queues.priority_queues.items())
+        ]
+        functions = self.functions
+        return SundialMonitoring(
+            self,
+            "Monitoring",
+            settings=settings.operations,
+            queues=watched_queues,
+            functions=[
+                WatchedFunction("fanout", functions.fanout, FANOUT_TIMEOUT),
+                WatchedFunction("sweeper", functions.sweeper, SWEEPER_TIMEOUT),
+                WatchedFunction(
+                    "dead-letter-indexer",
+                    functions.dead_letter_indexer,
+                    DEAD_LETTER_INDEXER_TIMEOUT,
+                ),
+                WatchedFunction("history", self.history_capture.function, HISTORY_TIMEOUT),
+            ],
+            dispatch_failures=self.dispatch.failures,
+            stage=self.api.stage,
+            api_functions={
+                "submit": functions.submit,
+                "jobs": functions.jobs,
+                "dags": functions.dags,
+                "workers": functions.workers,
+                "schedules": functions.schedules,
+                "queues": functions.queue_control,
+            },
+        )
 
     def _add_history(self, settings: SundialSettings) -> None:
         """The job history: the table's stream to S3, and the Glue jobs on it."""
-        self.history_buckets = HistoryBuckets(self, "HistoryBuckets", settings=settings.history)
+        self.history_buckets = HistoryBuckets(
+            self,
+            "HistoryBuckets",
+            settings=settings.history,
+            noncurrent_version_days=settings.operations.noncurrent_version_days,
+        )
         self.history_capture = HistoryCapture(
             self,
             "HistoryCapture",
@@ -166,6 +236,18 @@ class SundialStack(Stack):
             ("ReportsBucket", history.reports),
         ):
             CfnOutput(self, name, value=bucket.bucket_name)
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.sundial.monitoring.topic.topic_arn,
+            description="SNS topic every Sundial alarm notifies: subscribe the on-call here",
+        )
+        CfnOutput(
+            self,
+            "DispatchFailuresQueueUrl",
+            value=self.sundial.dispatch.failures.queue_url,
+            description="Dispatch ticks and sweeper invocations that failed after retries",
+        )
         CfnOutput(
             self,
             "HistoryDatabase",

@@ -4,7 +4,7 @@ message SQS redrove `dead`), so the API can browse, replay and purge them."""
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -28,7 +28,15 @@ def index_record(record: SQSRecord) -> None:
             "dead letter indexed",
             extra={"queue": letter.queue, "job_id": letter.job_id, "error": letter.error_type},
         )
-        metrics.add_metric(name="DeadLetters", unit=MetricUnit.Count, value=1)
+        # Per queue, so each queue's dead-letter alarm counts only its own (a batch may mix
+        # queues, so not as a dimension of the handler's shared metrics).
+        with single_metric(
+            name="DeadLetters",
+            unit=MetricUnit.Count,
+            value=1,
+            default_dimensions=metrics.default_dimensions,
+        ) as dead_letters:
+            dead_letters.add_dimension(name="queue", value=letter.queue)
 
 
 @logger.inject_lambda_context

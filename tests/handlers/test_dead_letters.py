@@ -290,3 +290,23 @@ def test_bad_requests_are_4xx_naming_the_field(  # noqa: PLR0917
         # Query parameters are named query.<name> by validation, <name> by the domain.
         named = {e["field"].removeprefix("query.") for e in error["errors"]}
         assert field in named, error
+
+
+def test_each_dead_letter_is_counted_under_its_queue(
+    deps: Dependencies, clock: ManualClock, harness: Harness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two jobs of `default` that died
+    _kill_jobs(deps, clock, harness, ["bad", "bad"])
+    # Then the indexer wrote one DeadLetters metric per letter with the queue as a dimension,
+    # which is what each queue's dead-letter alarm counts (stacks/monitoring.py)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    counted = [line for line in lines if "DeadLetters" in line]
+    assert len(counted) == 2
+    for line in counted:
+        [definition] = line["_aws"]["CloudWatchMetrics"]
+        assert definition["Dimensions"] == [["queue", "service"]]
+        assert (line["queue"], line["service"], line["DeadLetters"]) == (
+            "default",
+            "sundial",
+            [1.0],
+        )

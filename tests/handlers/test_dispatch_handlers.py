@@ -45,3 +45,24 @@ def test_sweeper_handler_reports_poison_jobs_and_errors_as_metrics(
     assert report["dispatched"] == 1 and report["poisoned"] == 1 and report["errors"] == 0
     metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     assert metrics and metrics[-1]["PoisonJobs"] == [1.0] and metrics[-1]["SweepErrors"] == [0.0]
+
+
+def test_sweeper_handler_emits_the_lateness_of_each_job_it_sends(
+    deps: Dependencies, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two jobs due at +1000 s and one due at +1100 s
+    for delay in (1000, 1000, 1100):
+        deps.jobs.submit(SubmitJob(queue="default", delay_seconds=delay))
+    # When the sweeper runs 5 s after the first two were due (a late tick)
+    deps.clock.advance(seconds=1005)  # type: ignore[attr-defined]
+    report = sweeper_lambda.handler({"shards": list(range(8))}, FakeLambdaContext())
+    # Then it reports visible-in-SQS minus due per job: 5 s for the overdue two, and under a
+    # second (rounding DelaySeconds up) for the one sent ahead of its time
+    assert report["dispatched"] == 3
+    metrics = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    values = sorted(v for m in metrics for v in m.get("DispatchLatenessMs", []))
+    assert values[1:] == [5000.0, 5000.0] and 0 <= values[0] < 1000
+    late = next(m for m in metrics if "DispatchLatenessMs" in m)
+    [definition] = late["_aws"]["CloudWatchMetrics"]
+    assert {"Name": "DispatchLatenessMs", "Unit": "Milliseconds"} in definition["Metrics"]
+    assert report["lateness_ms"] == {"p50": 5000, "p99": 5000, "max": 5000}

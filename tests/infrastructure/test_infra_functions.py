@@ -198,23 +198,6 @@ def test_fanout_knows_the_sweeper_and_the_group_size(synthesized: Synthesized) -
     assert variables["SUNDIAL_SHARDS_PER_SWEEPER"] == "8"
 
 
-def test_sweeper_async_invocations_give_up_before_the_next_ticks(
-    synthesized: Synthesized,
-) -> None:
-    # Given the synthesized Sundial stack
-    # When we read the sweeper's asynchronous invocation config
-    # Then a failed tick is retried twice, and dropped once two minutes old
-    synthesized.template.resource_count_is("AWS::Lambda::EventInvokeConfig", 1)
-    synthesized.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig",
-        {
-            "FunctionName": {"Ref": synthesized.function_id("sweeper")},
-            "MaximumRetryAttempts": 2,
-            "MaximumEventAgeInSeconds": 120,
-        },
-    )
-
-
 def test_retry_defaults_carry_each_queues_own_retry_settings() -> None:
     # Given settings where the email queue overrides its retry defaults
     raw = cdk_json_context()["sundial"]

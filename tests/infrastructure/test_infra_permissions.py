@@ -63,7 +63,14 @@ EXPECTED = {
         "dynamodb:UpdateItem",
     }
     | SEND,
-    "fanout": {"dynamodb:GetItem", "dynamodb:UpdateItem", "lambda:InvokeFunction"},
+    # Read and update its state item, start the sweepers; its own failed invocation goes to
+    # the dispatch-failures queue (Lambda sends it with the function's role).
+    "fanout": {
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        "lambda:InvokeFunction",
+        "sqs:SendMessage",
+    },
     "sweeper": {
         "dynamodb:Query",
         "dynamodb:GetItem",
@@ -133,8 +140,13 @@ def test_dispatching_functions_may_send_to_every_job_queue_only(
     allowed = synthesized.allowed(name)
 
     # When we look at where it may send
-    # Then it is every job queue, and never a dead-letter queue
-    assert sorted(allowed["sqs:SendMessage"], key=str) == job_queue_arns(synthesized)
+    # Then it is every job queue, and never a dead-letter queue (the sweeper also sends its
+    # own failed invocation to the dispatch-failures queue, as Lambda's on-failure destination)
+    expected = job_queue_arns(synthesized)
+    if name == "sweeper":
+        failures = {"Fn::GetAtt": [synthesized.logical_id("Dispatch/Failures"), "Arn"]}
+        expected = sorted([*expected, failures], key=str)
+    assert sorted(allowed["sqs:SendMessage"], key=str) == expected
 
 
 def priority_queue_arns(synthesized: Synthesized) -> list[dict[str, Any]]:

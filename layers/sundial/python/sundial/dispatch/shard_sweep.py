@@ -52,6 +52,8 @@ class SweepReport:
     errors: int = 0  # AWS errors met (a claim, an un-claim, a shard), each isolated
     held_shards: list[int] = field(default_factory=list)
     failed_shards: list[int] = field(default_factory=list)  # swept no further after an error
+    # Per job sent: visible in SQS - due, in ms (transport.sender.SendResult.lateness_ms).
+    lateness_ms: list[int] = field(default_factory=list, repr=False)
 
     def add(self, other: SweepReport) -> None:
         self.shards += other.shards
@@ -65,6 +67,22 @@ class SweepReport:
         self.errors += other.errors
         self.held_shards += other.held_shards
         self.failed_shards += other.failed_shards
+        self.lateness_ms += other.lateness_ms
+
+    def summary(self) -> dict[str, object]:
+        """The report as logged and returned: the counts, and the lateness as percentiles
+        rather than one number per job."""
+        counts = {
+            name: getattr(self, name) for name in self.__dataclass_fields__ if name != "lateness_ms"
+        }
+        ordered = sorted(self.lateness_ms)
+        if ordered:
+            counts["lateness_ms"] = {
+                "p50": ordered[(len(ordered) - 1) // 2],
+                "p99": ordered[int(0.99 * (len(ordered) - 1))],
+                "max": ordered[-1],
+            }
+        return counts
 
 
 @dataclass(frozen=True)
@@ -317,6 +335,13 @@ class ShardSweep:
         outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
         result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms, pool=self._claims)
         self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
+        self.report.lateness_ms += result.lateness_ms
+        if logger.isEnabledFor(logging.INFO):
+            # Each job sent with the request that submitted it, so one job can be followed
+            # from the API's logs through this one to its consumer's (about 80 bytes a job).
+            failed = {message.job.id for message in result.failed}
+            sent = {job.id: job.correlation_id for job in claimed if job.id not in failed}
+            logger.info("jobs sent", extra={"shard": self._shard, "jobs": sent})
         for rejected in result.rejected:
             self._poison(rejected.message.job, rejected.error_type, rejected.reason)
         for message in result.retry:

@@ -58,6 +58,9 @@ class Rejected:
 class SendResult:
     retry: list[Outgoing] = field(default_factory=list)  # not sent; may succeed next time
     rejected: list[Rejected] = field(default_factory=list)  # not sent; never will be as is
+    # Of each message sent: when SQS makes it visible (sent + DelaySeconds) minus its due
+    # time, in ms (0 or more: a message is never visible early). The dispatch lateness metric.
+    lateness_ms: list[int] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Outgoing]:
@@ -121,6 +124,7 @@ class QueueSender(QueueRoutes):
             part = send.result()
             result.retry += part.retry
             result.rejected += part.rejected
+            result.lateness_ms += part.lateness_ms
         return result
 
     def _send_on_pool(
@@ -157,6 +161,8 @@ class QueueSender(QueueRoutes):
         for message, entry in batch:
             failure = failures.get(entry["Id"])
             if failure is None:
+                visible_ms = now_ms + entry["DelaySeconds"] * 1000
+                result.lateness_ms.append(max(0, visible_ms - message.visible_at_ms))
                 continue
             if failure.get("SenderFault", False):
                 code = failure.get("Code", "SenderFault")
