@@ -82,7 +82,7 @@ def test_a_job_carries_its_submit_requests_id_to_its_consumer(
     assert "job ran" in {line["message"] for line in lines}
     assert all((line["job_id"], line["correlation_id"]) == (job_id, REQUEST_ID) for line in lines)
     # And the next record of the batch starts without them
-    assert consumer_lambda.logger.get_current_keys().get("job_id") is None
+    assert "job_id" not in consumer_lambda.logger.thread_safe_get_current_keys()
 
 
 def test_every_job_of_a_batch_and_every_node_of_a_dag_has_its_requests_id(

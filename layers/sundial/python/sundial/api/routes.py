@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel
 
 from sundial.api.models import (
@@ -37,7 +38,10 @@ jobs_router = Router()  # type: ignore[no-untyped-call]
 def request_id(router: Router) -> str | None:
     """The API Gateway id of the request being handled: the correlation id of its log lines
     (the handlers' Logger reads the same field), kept with each job it submits."""
-    return router.current_event.request_context.request_id or None
+    event = router.current_event
+    # Every route is an HTTP API (payload 2.0) route; its request context names the request.
+    assert isinstance(event, APIGatewayProxyEventV2)
+    return event.request_context.request_id or None
 
 
 def _documented(model: type[BaseModel], description: str) -> OpenAPIResponse:

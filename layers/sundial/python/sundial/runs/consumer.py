@@ -31,10 +31,12 @@ succeeded: the fence sees `succeeded`, and the success write is conditional on t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.exceptions import OrphanedChildLoggerError
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -56,6 +58,22 @@ from sundial.transport.sender import QueueSender
 
 logger = Logger(child=True)
 JobFunction = Callable[[Envelope], Any]  # returns JSON-serialisable data, or None
+
+
+@contextmanager
+def _log_keys(**keys: object) -> Iterator[None]:
+    """Adds `keys` to every Powertools log line of this thread while the block runs. A process
+    without a Powertools Logger of its own (a plain script, a test) has nothing to add them to,
+    and runs the block as it is."""
+    try:
+        logger.thread_safe_append_keys(**keys)
+    except OrphanedChildLoggerError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        logger.thread_safe_remove_keys(keys)
 
 
 class NonRetryableError(Exception):
@@ -153,11 +171,8 @@ class JobConsumer:
     def handle_record(self, record: SQSRecord) -> None:
         envelope = Envelope.model_validate_json(record.body)
         # Every log line of this job's run names it and the request that submitted it.
-        logger.append_keys(job_id=envelope.id, correlation_id=envelope.correlation_id)
-        try:
+        with _log_keys(job_id=envelope.id, correlation_id=envelope.correlation_id):
             self._handle(record, envelope)
-        finally:
-            logger.remove_keys(["job_id", "correlation_id"])
 
     def _handle(self, record: SQSRecord, envelope: Envelope) -> None:
         attempt = envelope.attempt
