@@ -113,8 +113,12 @@ class Lease:
                 attempt=int(value["a"]),
                 receipt_handle=str(value["r"]),
             )
-        except (binascii.Error, ValueError, KeyError, TypeError):
+        except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
             raise InvalidInput("lease", "not a lease token returned by /lease") from None
+        if lease.token() != token:
+            # Only the exact token /lease returned: the decoder also takes '+', '/', padding
+            # and reordered or reformatted JSON, none of which is a token Sundial wrote.
+            raise InvalidInput("lease", "not a lease token returned by /lease")
         if lease.job_id != job_id:
             raise InvalidInput("lease", "this lease is for another job")
         return lease
