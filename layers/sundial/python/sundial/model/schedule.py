@@ -32,7 +32,7 @@ from sundial.model.submission import (
     idempotency_key_field,
     parse_rfc3339,
 )
-from sundial.retry import RetryPolicy
+from sundial.retry import RetryPolicy, integral
 
 SCHEDULE_ID_LENGTH = 26
 # A ULID's canonical text: 128 bits in 26 Crockford base32 digits, so the first is at most 7.
@@ -102,6 +102,8 @@ class CreateSchedule(BaseModel):
     idempotency_key: str | None = idempotency_key_field(
         "A repeat create with the same key returns the first schedule"
     )
+
+    _integral = integral("max_attempts")
 
     @field_validator("timezone")
     @classmethod

@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, mo
 from pydantic_core import PydanticCustomError
 
 from sundial.model.job import Priority
-from sundial.retry import RetryPolicy
+from sundial.retry import RetryPolicy, integral
 
 MAX_PAYLOAD_BYTES = 65_536
 MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
@@ -103,6 +103,8 @@ class SubmitJob(BaseModel):
     idempotency_key: str | None = idempotency_key_field(
         "A repeat submit with the same key on the same queue returns the first job"
     )
+
+    _integral = integral("delay_seconds", "max_attempts")
 
     @model_validator(mode="after")
     def _one_time(self) -> Self:
