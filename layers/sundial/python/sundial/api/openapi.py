@@ -33,6 +33,8 @@ JOB_ID_FORMAT = "sundial-job-id"
 DAG_ID_FORMAT = "sundial-dag-id"
 LEASE_FORMAT = "sundial-lease"
 CRON_FORMAT = "cron"
+RATE_FORMAT = "sundial-rate"
+CURSOR_FORMAT = "sundial-cursor"
 
 SECURITY_SCHEME = "sigv4"
 _ID_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -58,7 +60,7 @@ _ID_SCHEMAS: dict[str, dict[str, Any]] = {
 _TIMES = {"run_at", "start_at", "end_at", "since", "until", "older_than", "before"}
 # The rate grammar sundial.model.recurrence parses, as written (one space, lower case).
 _RATE_PATTERN = r"^[1-9][0-9]{0,8} (second|minute|hour|day)s?$"
-# A lease token is base64url without padding, as /lease returns it.
+# A lease token (or a page cursor) is base64url without padding, as Sundial returns it.
 _LEASE_PATTERN = "^[A-Za-z0-9_-]+$"
 
 
@@ -122,7 +124,7 @@ def _constrain_request_models(schemas: dict[str, Any], queues: Sequence[str]) ->
         schedule["properties"][field] = _nullable_to_plain(schedule["properties"][field])
     schedule["oneOf"] = [{"required": ["cron"]}, {"required": ["rate"]}]
     schedule["properties"]["cron"]["format"] = CRON_FORMAT
-    schedule["properties"]["rate"]["pattern"] = _RATE_PATTERN
+    schedule["properties"]["rate"] |= {"pattern": _RATE_PATTERN, "format": RATE_FORMAT}
     schedule["properties"]["timezone"]["enum"] = iana_zones()
     schedule["properties"]["timezone"].pop("maxLength", None)
     for name in ("HeartbeatRequest", "AckRequest", "NackRequest"):
@@ -143,6 +145,9 @@ def _constrain_parameters(document: dict[str, Any], queues: Sequence[str]) -> No
                 elif name == "queue" and parameter["in"] == "path":
                     schema.pop("maxLength", None)
                     schema["enum"] = list(queues)
+                elif name == "cursor":
+                    for string in _string_schemas(schema):
+                        string |= {"pattern": _LEASE_PATTERN, "format": CURSOR_FORMAT}
                 elif name in _TIMES:
                     for string in _string_schemas(schema):
                         string["format"] = "date-time"
