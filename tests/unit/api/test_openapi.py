@@ -5,17 +5,44 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sundial.api.openapi import openapi_json
+from sundial.api.openapi import configured_queues, openapi_json
 
-COMMITTED = Path(__file__).resolve().parents[3] / "openapi.json"
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "openapi.json"
+QUEUES = configured_queues(ROOT / "cdk.json")
 
 
 def test_committed_openapi_matches_the_code() -> None:
-    assert COMMITTED.read_text() == openapi_json(), "run `make openapi` and commit openapi.json"
+    expected = openapi_json(QUEUES)
+    assert COMMITTED.read_text() == expected, "run `make openapi` and commit openapi.json"
+
+
+def test_openapi_states_ids_queues_times_and_auth() -> None:
+    document = json.loads(openapi_json(QUEUES))
+    parameters = {
+        (path, p["name"]): p["schema"]
+        for path, ops in document["paths"].items()
+        for op in ops.values()
+        for p in op.get("parameters", [])
+    }
+    assert parameters[("/jobs/{job_id}", "job_id")]["pattern"] == "^[A-Za-z0-9_-]{36}$"
+    assert parameters[("/dags/{dag_id}", "dag_id")]["maxLength"] == 40
+    assert parameters[("/schedules/{schedule_id}", "schedule_id")]["minLength"] == 26
+    assert parameters[("/queues/{queue}", "queue")]["enum"] == ["default", "demo", "email"]
+    submit = document["components"]["schemas"]["SubmitJob"]
+    assert submit["properties"]["run_at"]["format"] == "date-time"
+    assert submit["properties"]["queue"]["enum"] == ["default", "demo", "email"]
+    assert (
+        "America"
+        not in document["components"]["schemas"]["CreateSchedule"]["properties"]["timezone"]["enum"]
+    )
+    assert document["security"] == [{"sigv4": []}]
+    scheme = document["components"]["securitySchemes"]["sigv4"]
+    assert scheme["x-amazon-apigateway-authtype"] == "awsSigv4"
 
 
 def test_openapi_documents_every_route_with_400_not_422() -> None:
-    document = json.loads(openapi_json())
+    document = json.loads(openapi_json(QUEUES))
     routes = {(path, method) for path, ops in document["paths"].items() for method in ops}
     assert routes == {
         ("/jobs", "post"),

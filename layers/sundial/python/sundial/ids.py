@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import secrets
 import struct
 import zlib
@@ -38,6 +39,15 @@ DAG_TOKEN_LENGTH = 40
 MAX_DAG_NODES = 1 << 16
 MAX_SHARDS = 65_536
 MAX_DUE_MS = 10**13 - 1  # 13 zero-padded digits in the sort key: until the year 2286
+
+# Ids are canonical: each job or DAG has exactly one id. The 27- and 30-byte tokens fill their
+# base64url characters exactly (no padding, no spare bits), so the canonical form is simply
+# "only base64url's alphabet"; Python's decoder also takes '+' and '/' (and drops other
+# characters), which would let a second spelling address the same job.
+TOKEN_ALPHABET = "A-Za-z0-9_-"
+JOB_ID_PATTERN = f"^[{TOKEN_ALPHABET}]{{{TOKEN_LENGTH}}}$"
+DAG_ID_PATTERN = f"^[{TOKEN_ALPHABET}]{{{DAG_TOKEN_LENGTH}}}$"
+_TOKEN_CHARS = re.compile(f"[{TOKEN_ALPHABET}]*")
 
 SHARD_PREFIX = "shard#"
 SK_DIGITS = 13
@@ -178,6 +188,8 @@ def _unseal(token: str, *, field: str, what: str, length: int) -> bytes:
     """The body of a sealed token, checksum verified; InvalidInput(field) if malformed."""
     if len(token) != length:
         raise InvalidInput(field, f"malformed {what} (expected {length} characters)")
+    if not _TOKEN_CHARS.fullmatch(token):
+        raise InvalidInput(field, f"malformed {what} (only A-Z, a-z, 0-9, - and _)")
     try:
         raw = base64.urlsafe_b64decode(token.encode("ascii"))
     except (binascii.Error, UnicodeEncodeError, ValueError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -16,6 +17,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 # item in the job table, so this is a product limit rather than an SQS one.
 MAX_RETRY_DELAY_S = 7 * 86_400
 DEFAULT_MAX_ATTEMPTS = 3
+
+
+def _integral(cls: type, value: object) -> object:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def integral(*fields: str) -> Any:
+    """A before-validator that reads 5.0 as 5 for these strict int fields: JSON has one number
+    type, and JSON Schema's `integer` includes 5.0. A fraction, a bool or a string is still
+    refused by the strict check. A field validator, not a type: a validator inside an optional
+    type's Annotated makes pydantic write its bounds as `ge`/`le` instead of minimum/maximum."""
+    return field_validator(*fields, mode="before")(_integral)
 
 
 class RetryPolicy(BaseModel):
@@ -26,6 +41,8 @@ class RetryPolicy(BaseModel):
     initial_delay_seconds: int = Field(default=10, ge=0, le=86_400, strict=True)
     factor: float = Field(default=2.0, ge=1.0, le=10.0)
     max_delay_seconds: int = Field(default=3600, ge=0, le=MAX_RETRY_DELAY_S, strict=True)
+
+    _integral = integral("initial_delay_seconds", "max_delay_seconds")
 
     @field_validator("max_delay_seconds")
     @classmethod
@@ -48,6 +65,8 @@ class QueueRetryDefaults(RetryPolicy):
     """A queue's defaults: the policy plus how many attempts a job gets."""
 
     max_attempts: int = Field(default=DEFAULT_MAX_ATTEMPTS, ge=1, le=100, strict=True)
+
+    _integral_attempts = integral("max_attempts")
 
     def policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -9,7 +9,9 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from sundial.api.body import BoundedHttpEvent
 from sundial.api.models import ErrorBody, FieldError
 from sundial.errors import (
     Conflict,
@@ -36,11 +38,32 @@ _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
 }
 
 
+# An error answer stays small whatever the input: a 1,000-deep body once made pydantic repeat
+# its location path for ~6 KB. At most this many field errors, each part cut to these lengths.
+MAX_FIELD_ERRORS = 10
+MAX_FIELD_CHARS = 120
+MAX_REASON_CHARS = 300
+MAX_MESSAGE_CHARS = 1_000
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def bounded(body: ErrorBody) -> ErrorBody:
+    """The same error, its list and texts cut so the answer is at most a few KB."""
+    errors = [
+        FieldError(field=_cut(e.field, MAX_FIELD_CHARS), reason=_cut(e.reason, MAX_REASON_CHARS))
+        for e in body.errors[:MAX_FIELD_ERRORS]
+    ]
+    return ErrorBody(message=_cut(body.message, MAX_MESSAGE_CHARS), errors=errors)
+
+
 def error_response(status: HTTPStatus, body: ErrorBody) -> Response[str]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body=body.model_dump_json(),
+        body=bounded(body).model_dump_json(),
     )
 
 
@@ -74,7 +97,10 @@ def field_errors(errors: Sequence[dict[str, Any]]) -> list[FieldError]:
 
 def _on_invalid_request(error: RequestValidationError) -> Response[str]:
     errors = field_errors(list(error.errors()))
-    message = "; ".join(f"{e.field}: {e.reason}" for e in errors) or "invalid request"
+    shown = [*errors[:MAX_FIELD_ERRORS]]
+    message = "; ".join(f"{e.field}: {e.reason}" for e in shown) or "invalid request"
+    if len(errors) > len(shown):
+        message += f"; and {len(errors) - len(shown)} more"
     return error_response(HTTPStatus.BAD_REQUEST, ErrorBody(message=message, errors=errors))
 
 
@@ -90,7 +116,15 @@ def _on_domain_error(error: SundialError) -> Response[str]:
 
 class JsonApiResolver(APIGatewayHttpResolver):
     """Reads every request body as JSON, whatever its Content-Type: `curl -d` sends a form
-    content type, and parsing a JSON body as a form only produces baffling errors."""
+    content type, and parsing a JSON body as a form only produces baffling errors. Every body
+    is read through sundial.api.body's limits (size, UTF-8, depth, numbers) before a model
+    sees it."""
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> BaseProxyEvent:
+        # Powertools builds the event object here and reads the body only through it (its own
+        # ALB resolver overrides this method the same way), so this is the one place a bounded
+        # reader covers every route.
+        return BoundedHttpEvent(event, self._json_body_deserializer)
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         headers = event.get("headers") or {}

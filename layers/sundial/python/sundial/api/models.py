@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from sundial.clock import to_rfc3339
 from sundial.model.job import AttemptError, Job, Priority, Status
 from sundial.model.submission import parse_rfc3339
+from sundial.retry import integral
 from sundial.runs.leases import LeasedJob
 from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
 from sundial.store.dead_letters import DeadLetter
@@ -169,6 +170,8 @@ class ReplayRequest(BaseModel):
     until: str | None = Field(default=None, description="Only letters dead before (RFC 3339)")
     error_type: str | None = Field(default=None, min_length=1, max_length=200)
     limit: int = Field(default=MAX_PER_REQUEST, ge=1, le=MAX_PER_REQUEST, strict=True)
+
+    _integral = integral("limit")
 
     @field_validator("since", "until")
     @classmethod

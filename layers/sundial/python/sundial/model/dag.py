@@ -38,7 +38,7 @@ from sundial.model.submission import (
     json_size,
     parse_rfc3339,
 )
-from sundial.retry import RetryPolicy
+from sundial.retry import RetryPolicy, integral
 
 # Why 100: a node's success makes one conditional write per child, inside the consumer's
 # Lambda (a fan-out to 99 children is ~100 writes and one SQS batch per 10, well inside a
@@ -77,6 +77,8 @@ class DagNode(BaseModel):
         default=None, description="Backoff between attempts; default: the queue's"
     )
 
+    _integral = integral("max_attempts")
+
     def job_request(self) -> SubmitJob:
         """The node as a job submission (its due time comes from the DAG's key)."""
         return SubmitJob(
@@ -114,6 +116,8 @@ class SubmitDag(BaseModel):
         default=None, description="When the roots run, RFC 3339 with offset; default: now"
     )
     delay_seconds: StrictInt | None = Field(default=None, ge=0, le=MAX_HORIZON_S)
+
+    _integral = integral("delay_seconds")
 
     @field_validator("nodes", mode="before")
     @classmethod

@@ -21,9 +21,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from itertools import pairwise
 from typing import Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
@@ -43,11 +44,23 @@ class Recurrence(Protocol):
         ...
 
 
+@cache
+def known_zones() -> frozenset[str]:
+    """Every IANA zone name this process can load (the system's and the tzdata package's)."""
+    return frozenset(available_timezones())
+
+
 def zone(name: str, *, field: str = "timezone") -> ZoneInfo:
-    """An IANA zone, e.g. Europe/London. Raises InvalidInput naming `field` otherwise."""
+    """An IANA zone, e.g. Europe/London. Raises InvalidInput naming `field` otherwise.
+
+    The name must be a zone key, checked against the list before ZoneInfo opens a file: a
+    folder of the zone database ("America", "Etc") is a path ZoneInfo tries to read as a zone
+    and fails on with IsADirectoryError, not a ZoneInfoNotFoundError."""
+    if name not in known_zones():
+        raise InvalidInput(field, f"unknown time zone '{name}' (use an IANA name)")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise InvalidInput(field, f"unknown time zone '{name}' (use an IANA name)") from None
 
 

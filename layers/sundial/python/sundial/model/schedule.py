@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -31,9 +32,12 @@ from sundial.model.submission import (
     idempotency_key_field,
     parse_rfc3339,
 )
-from sundial.retry import RetryPolicy
+from sundial.retry import RetryPolicy, integral
 
 SCHEDULE_ID_LENGTH = 26
+# A ULID's canonical text: 128 bits in 26 Crockford base32 digits, so the first is at most 7.
+SCHEDULE_ID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Z]{25}$"
+SCHEDULE_ID_RE = re.compile(SCHEDULE_ID_PATTERN)
 _T = TypeVar("_T")
 StrictInt = Annotated[int, Field(strict=True)]
 
@@ -98,6 +102,8 @@ class CreateSchedule(BaseModel):
     idempotency_key: str | None = idempotency_key_field(
         "A repeat create with the same key returns the first schedule"
     )
+
+    _integral = integral("max_attempts")
 
     @field_validator("timezone")
     @classmethod
@@ -170,13 +176,17 @@ def schedule_id_for(idempotency_key: str | None) -> str:
 
 
 def check_schedule_id(schedule_id: str) -> str:
-    """Raises InvalidInput(field="schedule_id") unless it is a 26-character ULID."""
-    try:
-        if len(schedule_id) != SCHEDULE_ID_LENGTH:
-            raise ValueError(f"expected {SCHEDULE_ID_LENGTH} characters")
-        return str(ULID.from_str(schedule_id.upper()))
-    except ValueError as error:
-        raise InvalidInput("schedule_id", f"malformed schedule id ({error})") from None
+    """Raises InvalidInput(field="schedule_id") unless it is a ULID as Sundial writes it: 26
+    characters of Crockford base32 in upper case, the first 0-7. That is the only spelling of
+    each schedule, so no other one (lower case, or the I, L, O a lenient decoder reads as 1,
+    1, 0) addresses it."""
+    if not SCHEDULE_ID_RE.fullmatch(schedule_id):
+        raise InvalidInput(
+            "schedule_id",
+            f"malformed schedule id (expected {SCHEDULE_ID_LENGTH} characters of "
+            "upper-case Crockford base32, as POST /schedules returned it)",
+        )
+    return schedule_id
 
 
 @dataclass(slots=True)

@@ -12,13 +12,18 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, mo
 from pydantic_core import PydanticCustomError
 
 from sundial.model.job import Priority
-from sundial.retry import RetryPolicy
+from sundial.retry import RetryPolicy, integral
 
 MAX_PAYLOAD_BYTES = 65_536
 MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
 MAX_BATCH = 25
 
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
+# RFC 3339 section 5.6: time-numoffset is ("+" / "-") time-hour ":" time-minute, hours 00-23
+# and minutes 00-59. Python's fromisoformat takes any two digits (+14:61 as +15:01), so the
+# offset's range is checked here.
+_RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$"
+)
 StrictInt = Annotated[int, Field(strict=True)]
 
 
@@ -35,7 +40,7 @@ def idempotency_key_field(description: str) -> Any:
 
 def parse_rfc3339(value: str) -> int:
     """RFC 3339 timestamp -> epoch ms. Requires an explicit offset (Z or +hh:mm)."""
-    if not _RFC3339.match(value):
+    if not _RFC3339.fullmatch(value):
         raise ValueError("not an RFC 3339 timestamp (e.g. 2026-11-21T09:00:00Z)")
     head, _, tail = value.partition(".")
     if tail:  # Python parses at most microseconds: drop finer digits
@@ -98,6 +103,8 @@ class SubmitJob(BaseModel):
     idempotency_key: str | None = idempotency_key_field(
         "A repeat submit with the same key on the same queue returns the first job"
     )
+
+    _integral = integral("delay_seconds", "max_attempts")
 
     @model_validator(mode="after")
     def _one_time(self) -> Self:

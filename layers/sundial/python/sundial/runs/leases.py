@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
 from sundial.ids import JobKey
 from sundial.model.job import AttemptError, Job
+from sundial.retry import integral
 from sundial.runs.attempts import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts
 from sundial.transport.envelope import Envelope
 from sundial.transport.receiver import (
@@ -57,12 +58,16 @@ class LeaseRequest(BaseModel):
         "extend it with heartbeats",
     )
 
+    _integral = integral("wait", "max", "lease_seconds")
+
 
 class HeartbeatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     lease: str = Field(min_length=1, max_length=8_192)
     lease_seconds: int = Field(default=DEFAULT_LEASE_S, ge=1, le=SQS_MAX_VISIBILITY_S, strict=True)
+
+    _integral = integral("lease_seconds")
 
 
 class AckRequest(BaseModel):
@@ -87,6 +92,8 @@ class NackRequest(BaseModel):
         description="Retry after this long instead of the retry policy's backoff",
     )
     retryable: bool = Field(default=True, description="false: the job goes straight to dead")
+
+    _integral = integral("retry_after_seconds")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +120,12 @@ class Lease:
                 attempt=int(value["a"]),
                 receipt_handle=str(value["r"]),
             )
-        except (binascii.Error, ValueError, KeyError, TypeError):
+        except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
             raise InvalidInput("lease", "not a lease token returned by /lease") from None
+        if lease.token() != token:
+            # Only the exact token /lease returned: the decoder also takes '+', '/', padding
+            # and reordered or reformatted JSON, none of which is a token Sundial wrote.
+            raise InvalidInput("lease", "not a lease token returned by /lease")
         if lease.job_id != job_id:
             raise InvalidInput("lease", "this lease is for another job")
         return lease

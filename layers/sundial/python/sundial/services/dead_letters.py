@@ -131,6 +131,10 @@ def decode_cursor(cursor: str, queue: str) -> str:
         sk = value["sk"]
         if value["q"] != queue or not isinstance(sk, str) or not sk[:13].isdigit():
             raise ValueError("cursor of another listing")
-    except (binascii.Error, ValueError, KeyError, TypeError):
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
         raise InvalidInput("cursor", "not a cursor returned by this listing") from None
+    if encode_cursor(queue, sk) != cursor:
+        # Only the exact text a page returned: the decoder also takes '+', '/', padding and
+        # reformatted JSON, none of which this listing wrote.
+        raise InvalidInput("cursor", "not a cursor returned by this listing")
     return sk
