@@ -43,9 +43,9 @@ class QueueConsumer(Construct):
 
     Permissions, and nothing else: the event source grants what Lambda's poller needs on this
     queue (receive, delete, queue attributes), plus change visibility for the SDK's heartbeats;
-    the function may
-    also get, update and put items in `table` and query its queue states, send to `queue`
-    (retries, as new messages with DelaySeconds) and, if given, send to `dead_letter_queue`
+    the function may also get, update and put items in `table` and query its queue states, send
+    to `queue` (retries, as new messages with DelaySeconds) and, if given, send to
+    `dead_letter_queue`
     (jobs that are dead) and to each of `dag_child_queues`: when a job of this queue is a DAG
     node, its success releases its children by sending them to their queues (sundial.services.dags),
     so list the queues of the nodes that can follow this queue's nodes (none: this queue runs
