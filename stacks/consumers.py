@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.grants import HEARTBEAT, PolledQueue, grant_queue, grant_send
 from stacks.job_queues import JobQueues
 from stacks.job_table import grant_read_queue_states
 
@@ -41,10 +41,11 @@ class QueueConsumer(Construct):
     only the records it lists are retried, and SQS redrives each to the queue's DLQ after the
     queue's `max_receive_count`.
 
-    Permissions, and nothing else: the event source grants what consuming needs on this queue
-    (receive, delete, change visibility for heartbeats, queue attributes); the function may
-    also get, update and put items in `table` and query its queue states, send to `queue`
-    (retries, as new messages with DelaySeconds) and, if given, send to `dead_letter_queue`
+    Permissions, and nothing else: the event source grants what Lambda's poller needs on this
+    queue (receive, delete, queue attributes), plus change visibility for the SDK's heartbeats;
+    the function may also get, update and put items in `table` and query its queue states, send
+    to `queue` (retries, as new messages with DelaySeconds) and, if given, send to
+    `dead_letter_queue`
     (jobs that are dead) and to each of `dag_child_queues`: when a job of this queue is a DAG
     node, its success releases its children by sending them to their queues (sundial.services.dags),
     so list the queues of the nodes that can follow this queue's nodes (none: this queue runs
@@ -94,12 +95,13 @@ class QueueConsumer(Construct):
         self.table = table
         self.dead_letter_queue = dead_letter_queue
         self.event_source = _event_source(queue, batch_size, max_batching_window, max_concurrency)
-        # Receive, delete, ChangeMessageVisibility (heartbeat), GetQueueAttributes, GetQueueUrl.
+        # The poller's receive, delete and GetQueueAttributes; the SDK's heartbeat.
         function.add_event_source(self.event_source)
+        grant_queue(queue, function, HEARTBEAT)
         table.grant(function, *CONSUMER_TABLE_ACTIONS)
         grant_read_queue_states(table, function)
         if dead_letter_queue is not None:
-            dead_letter_queue.grant_send_messages(function)
+            grant_send(dead_letter_queue, function)
         # Each queue once: retries (the queue's own, its priority queue's) and DAG children
         targets: list[sqs.IQueue] = []
         for target_queue in (queue, *dag_child_queues):
@@ -107,16 +109,17 @@ class QueueConsumer(Construct):
                 if not any(target is known for known in targets):
                     targets.append(target)
         for target in targets:
-            target.grant_send_messages(function)
+            grant_send(target, function)
         self.priority_queue = priority_queue
-        self.priority_event_source: event_sources.SqsEventSource | None = None
+        self.priority_event_source: PolledQueue | None = None
         if priority_queue is not None:
             self.priority_event_source = _event_source(
                 priority_queue, batch_size, max_batching_window, priority_max_concurrency
             )
             function.add_event_source(self.priority_event_source)
+            grant_queue(priority_queue, function, HEARTBEAT)
             if not any(priority_queue is target for target in targets):
-                priority_queue.grant_send_messages(function)  # retries of critical and high jobs
+                grant_send(priority_queue, function)  # retries of critical and high jobs
 
 
 def _check_props(
@@ -153,9 +156,9 @@ def _check_props(
 
 def _event_source(
     queue: sqs.IQueue, batch_size: int, max_batching_window: Duration, max_concurrency: int
-) -> event_sources.SqsEventSource:
+) -> PolledQueue:
     """Partial batch responses: a failed job is retried alone, not its whole batch."""
-    return event_sources.SqsEventSource(
+    return PolledQueue(
         queue,
         batch_size=batch_size,
         max_batching_window=max_batching_window,

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from stacks.grants import PolledQueue
 
 BATCH_SIZE = 10
 MAX_BATCHING_WINDOW = Duration.seconds(5)
@@ -30,9 +31,9 @@ class DeadLetterIndex(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         for _, dlq in sorted(dead_letter_queues.items()):
-            # Receive, delete, GetQueueAttributes: granted by the event source.
+            # Receive, delete, GetQueueAttributes: granted by the event source, for the poller.
             function.add_event_source(
-                event_sources.SqsEventSource(
+                PolledQueue(
                     dlq,
                     batch_size=BATCH_SIZE,
                     max_batching_window=MAX_BATCHING_WINDOW,

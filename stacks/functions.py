@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.grants import LEASE, grant_queue, grant_send
 from stacks.job_table import grant_read_queue_states
 from stacks.log_groups import operational_log_group
 from stacks.nag import acknowledge
@@ -263,12 +264,15 @@ class JobFunctions(Construct):
         ).function
         # submit: store jobs (single and batch, idempotency lookups) and hand jobs due within
         # the SQS delay window straight to their queue.
+        # A job due now on a paused queue is written in one transaction with a check that the
+        # queue is still paused (ConditionCheckItem), and left to the queue's catch-up.
         table.grant(
             self.submit,
             "dynamodb:GetItem",
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:BatchWriteItem",
+            "dynamodb:ConditionCheckItem",
         )
         # jobs: read, cancel (conditional update) and manually retry one job addressed by its id.
         # A retry (POST /jobs/{id}/retry) re-sends the job to its queue, or puts a retry-timer
@@ -295,9 +299,9 @@ class JobFunctions(Construct):
             "dynamodb:UpdateItem",
         )
         for queue in job_queues:
-            queue.grant_send_messages(self.submit)
-            queue.grant_send_messages(self.jobs)
-            queue.grant_send_messages(self.dags)
+            grant_send(queue, self.submit)
+            grant_send(queue, self.jobs)
+            grant_send(queue, self.dags)
 
     def _add_dispatch(
         self, settings: SundialSettings, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
@@ -336,6 +340,8 @@ class JobFunctions(Construct):
         # send the claimed jobs to their queues. For a schedule's occurrence it reads the
         # schedule and puts the run record and the next occurrence; it reads the queue states
         # (paused queues) and records a sweep that held its cursor ("done" items).
+        # An occurrence of a paused schedule is parked in a transaction that checks the pause
+        # (ConditionCheckItem).
         table.grant(
             self.sweeper,
             "dynamodb:Query",
@@ -343,9 +349,10 @@ class JobFunctions(Construct):
             "dynamodb:BatchGetItem",
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
+            "dynamodb:ConditionCheckItem",
         )
         for queue in job_queues:
-            queue.grant_send_messages(self.sweeper)
+            grant_send(queue, self.sweeper)
 
     def _add_runners(
         self,
@@ -375,12 +382,12 @@ class JobFunctions(Construct):
         table.grant(self.workers, "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
         grant_read_queue_states(table, self.workers)
         for name, queue in queues.items():
-            queue.grant_consume_messages(self.workers)
-            queue.grant_send_messages(self.workers)
-            dead_letter_queues[name].grant_send_messages(self.workers)
+            grant_queue(queue, self.workers, LEASE)
+            grant_send(queue, self.workers)
+            grant_send(dead_letter_queues[name], self.workers)
         for queue in priority_queues.values():  # leased first: critical and high jobs
-            queue.grant_consume_messages(self.workers)
-            queue.grant_send_messages(self.workers)
+            grant_queue(queue, self.workers, LEASE)
+            grant_send(queue, self.workers)
         # dead_letters: read the job, mark a redriven one dead, put the index item. Its DLQ
         # event sources (stacks/dead_letters.py) grant consuming the DLQs. A redriven DAG node's
         # death is applied to its DAG: its descendants are cancelled (updates) or, with
@@ -393,7 +400,7 @@ class JobFunctions(Construct):
         )
         grant_read_queue_states(table, self.dead_letter_indexer)  # as workers, for the release
         for queue in job_queues:
-            queue.grant_send_messages(self.dead_letter_indexer)
+            grant_send(queue, self.dead_letter_indexer)
 
     def _add_schedules_and_queues(
         self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
@@ -418,7 +425,10 @@ class JobFunctions(Construct):
                 "dynamodb:BatchGetItem",
             )
             for queue in job_queues:
-                queue.grant_send_messages(api_function)
+                grant_send(queue, api_function)
+        # A schedule's occurrence while it is paused is parked in a transaction that checks the
+        # pause (ConditionCheckItem).
+        table.grant(self.schedules, "dynamodb:ConditionCheckItem")
 
 
 def _common_environment(

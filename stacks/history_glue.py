@@ -31,6 +31,8 @@ PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat
 # this repository tests with (requirements.lock).
 CHART_MODULE = "matplotlib"
 GLUE_LOG_GROUPS = "/aws-glue/*"
+# Where the report job writes the human report (HTML, Markdown, charts) in the reports bucket.
+HUMAN_REPORT_PREFIX = "human"
 
 
 def database_name(stack_name: str) -> str:
@@ -159,7 +161,9 @@ class HistoryAnalytics(Construct):
             },
         )
         self._read(self.report_role, buckets.curated, f"{JOB_HISTORY.name}*")
-        self._write(self.report_role, buckets.reports, "*")
+        # Each report table's folder and the human report's (sundial_history.jobs.run_report).
+        for prefix in (*(spec.name for spec in REPORT_TABLES), HUMAN_REPORT_PREFIX):
+            self._write(self.report_role, buckets.reports, f"{prefix}*")
 
     def _add_workflow(self, settings: HistoryPipelineSettings) -> None:
         """Daily: the compaction, then the report once the compaction succeeded."""
@@ -370,6 +374,7 @@ def _acknowledge_objects(role: iam.Role, bucket: s3.IBucket, objects: str) -> No
         f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{objects}]",
         reason=(
             "A Spark job reads and writes many objects whose keys it makes per run (dt= "
-            "partitions, part files); access is limited to the job's own table prefix."
+            f"partitions, part files); access is limited to this one key prefix ({objects}), "
+            "a table's folder or the human report's."
         ),
     )

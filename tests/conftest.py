@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import boto3
+import botocore.handlers
 import moto.core.utils
 import pytest
 from moto import mock_aws
 
 from sundial.clock import ManualClock
 from sundial.wiring import Dependencies, configure
+from tests.iam_calls import handler_call_hook
 from tests.support import TABLE, create_priority_queues, create_queues, create_table
 
 if TYPE_CHECKING:
@@ -32,6 +34,18 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Sundial")
 os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
 # pyspark.testing imports pandas-on-Spark, which wants this set before any Spark starts.
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+# Every botocore session made from now on records the calls a handler makes while it runs
+# (tests/iam_calls.py), for the least-privilege check. moto hooks every session the same way.
+botocore.handlers.BUILTIN_HANDLERS.append(("before-parameter-build", handler_call_hook))
+
+LEAST_PRIVILEGE = "tests/infrastructure/test_least_privilege.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The least-privilege check runs last, so it also checks the calls every earlier test's
+    handlers made (it drives each function itself too, so it never depends on them)."""
+    items.sort(key=lambda item: item.nodeid.startswith(LEAST_PRIVILEGE))
 
 
 @pytest.fixture(autouse=True)

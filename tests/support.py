@@ -15,6 +15,7 @@ from moto.dynamodb.responses import DynamoHandler
 
 from sundial.local.triggers import sqs_record, stream_record
 from sundial.store.queue_states import QUEUES_PK
+from tests.iam_calls import attributed
 
 if TYPE_CHECKING:
     import pytest
@@ -241,8 +242,10 @@ def load_handler(name: str) -> Any:
     path = Path(__file__).resolve().parent.parent / "lambdas" / name / "handler.py"
     spec = importlib.util.spec_from_file_location(f"lambda_{name}_handler", path)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    module: Any = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    # The least-privilege check counts the AWS calls made meanwhile as this function's.
+    module.handler = attributed(name, module.handler)
     return module
 
 

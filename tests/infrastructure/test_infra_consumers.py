@@ -239,21 +239,23 @@ def test_queue_consumer_grants_exactly_the_job_lifecycle() -> None:
     allowed = _statements(consumer)
     queue, table = _arn(consumer, consumer.queue), _arn(consumer, consumer.table)
 
-    # Then it may consume the queue (heartbeats included) and send retries to it
+    # Then it may consume the queue (Lambda's poller: receive, delete, queue attributes; the
+    # SDK's heartbeats) and send retries to it, and never look queues up by name
     assert set(allowed) == {
         "sqs:ReceiveMessage",
         "sqs:ChangeMessageVisibility",
         "sqs:DeleteMessage",
         "sqs:GetQueueAttributes",
-        "sqs:GetQueueUrl",
         "sqs:SendMessage",
         "dynamodb:GetItem",
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
         "dynamodb:Query",
     }
+    for action in sorted(set(allowed) - {"sqs:SendMessage"}):
+        if action.startswith("sqs:"):
+            assert allowed[action] == [queue], action
     assert allowed["sqs:SendMessage"] == [queue]
-    assert allowed["sqs:ChangeMessageVisibility"] == [queue]
     # And get, update and put items of the table, and query its queue states, nothing more
     for action in ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"):
         assert allowed[action] == [table], action

@@ -228,11 +228,22 @@ def test_glue_roles_reach_their_own_data_only(synthesized: Synthesized) -> None:
         [f"{raw}/history/*", f"{curated}/job_history*"]
     )
     assert objects("CompactionRole", "s3:PutObject") == [f"{curated}/job_history*"]
-    # Report: reads job_history, writes the reports bucket
-    assert objects("ReportRole", "s3:GetObject") == sorted(
-        [f"{curated}/job_history*", f"{reports}/*"]
+    # Report: reads job_history; writes (and Spark's commit reads back and deletes) each report
+    # table's folder and the human report's, by prefix, and nothing else in the reports bucket
+    report_prefixes = sorted(
+        f"{reports}/{prefix}*"
+        for prefix in ("daily_queue_stats", "top_errors", "dag_runs", "schedule_runs", "human")
     )
-    assert objects("ReportRole", "s3:PutObject") == [f"{reports}/*"]
+    assert objects("ReportRole", "s3:GetObject") == sorted(
+        [f"{curated}/job_history*", *report_prefixes]
+    )
+    for action in ("s3:PutObject", "s3:DeleteObject"):
+        assert objects("ReportRole", action) == report_prefixes
+    assert objects("CompactionRole", "s3:DeleteObject") == [f"{curated}/job_history*"]
+    # Listing (Spark finds partitions and part files): the role's own buckets only
+    for role, buckets in (("CompactionRole", [raw, curated]), ("ReportRole", [curated, reports])):
+        listed = _role_allowed(synthesized, f"HistoryAnalytics/{role}")["s3:ListBucket"]
+        assert sorted(r["Fn::GetAtt"][0] for r in listed) == sorted(buckets)
     for role in ("CompactionRole", "ReportRole"):
         allowed = _role_allowed(synthesized, f"HistoryAnalytics/{role}")
         assert not [a for a in allowed if a.startswith(("glue:", "iam:", "dynamodb:"))]

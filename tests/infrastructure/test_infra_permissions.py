@@ -17,16 +17,16 @@ BASELINE = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
 }
-# What queue.grant_send_messages grants (the Get* calls are read-only queue metadata).
-SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
-# What the SQS event source grants a consumer (queue.grant_consume_messages).
-CONSUME = {
-    "sqs:ReceiveMessage",
-    "sqs:ChangeMessageVisibility",
-    "sqs:DeleteMessage",
-    "sqs:GetQueueAttributes",
-    "sqs:GetQueueUrl",
-}
+# Sending (SendMessage and SendMessageBatch); nothing reads queue metadata (stacks/grants.py).
+SEND = {"sqs:SendMessage"}
+# A worker's lease, heartbeat and ack/nack.
+LEASE = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
+# What Lambda's SQS poller needs on a consumer's role (the event source mapping).
+POLL = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+# The consumer SDK's heartbeat.
+HEARTBEAT = {"sqs:ChangeMessageVisibility"}
+# A transaction's check that a queue or schedule is still paused.
+CONDITION_CHECK = {"dynamodb:ConditionCheckItem"}
 # What the consumer SDK does on the job table: the fence read, status updates, retry timers.
 CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
 # Which queues are paused (a query of the queue states' partition only): a runner that
@@ -47,14 +47,15 @@ EXPECTED = {
         "dynamodb:UpdateItem",
         "dynamodb:BatchWriteItem",
     }
+    | CONDITION_CHECK
     | SEND,
     # Read, cancel and retry jobs; query, delete (purge, replay) dead letters.
     "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
-    "workers": CONSUME | SEND | CONSUMER_TABLE | QUEUE_STATES,
+    "workers": LEASE | SEND | CONSUMER_TABLE | QUEUE_STATES,
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
     # DAG node's children under on_failure=continue).
-    "dead_letters": CONSUME | CONSUMER_TABLE | SEND | QUEUE_STATES,
+    "dead_letters": POLL | CONSUMER_TABLE | SEND | QUEUE_STATES,
     # Write a DAG's nodes, read them back in one range query, claim and cancel them, send roots.
     "dags": {
         "dynamodb:BatchWriteItem",
@@ -78,13 +79,14 @@ EXPECTED = {
         "dynamodb:UpdateItem",
         "dynamodb:PutItem",
     }
+    | CONDITION_CHECK
     | SEND,
     # Schedules and queue control: read and write schedules, runs and queue states, query a
     # schedule's runs (or a shard's range, to catch a queue up), and send what is due soon.
-    "schedules": API_TABLE | SEND,
+    "schedules": API_TABLE | CONDITION_CHECK | SEND,
     "queues": API_TABLE | SEND,
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
-    "example_consumer": CONSUME | SEND | CONSUMER_TABLE | QUEUE_STATES,
+    "example_consumer": POLL | HEARTBEAT | SEND | CONSUMER_TABLE | QUEUE_STATES,
 }
 # The functions that hand jobs to SQS: submit; the jobs function (a retry, a job's resume, a
 # DAG node's cancel under on_failure=continue); dags (roots, and what a resume releases); the
