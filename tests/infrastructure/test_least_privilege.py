@@ -45,6 +45,7 @@ from tests.support import (
     load_handler,
     sqs_event,
 )
+from tests.unit.history.test_replay import failed_batch
 
 pytestmark = pytest.mark.infra
 
@@ -93,6 +94,13 @@ _S3_DESTINATION = (
     "aws/lambda/ with the function's role, which needs s3:PutObject and s3:ListBucket "
     "(https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html)"
 )
+_ON_FAILURE = (
+    "the async invocation's on-failure destination (stacks/dispatch.py): Lambda sends a failed "
+    "tick or sweep to the dispatch-failures queue with the function's role "
+    "(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html)"
+)
+# The dispatch-failures queue's logical id (construct path Sundial/Dispatch/Failures).
+_DISPATCH_FAILURES = "SundialDispatchFailuresA73C522F"
 _EVERY_FUNCTION = {
     "logs:CreateLogStream": _LOGS,
     "logs:PutLogEvents": _LOGS,
@@ -111,6 +119,8 @@ JUSTIFIED: dict[str, dict[str, str]] = {name: dict(_EVERY_FUNCTION) for name in 
         action: _SQS_POLLER
         for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
     },
+    # (s3:ListBucket, which the S3 destination needs, is used: the hourly replay lists the
+    # failed batches with it.)
     "history": _EVERY_FUNCTION
     | {
         action: _STREAM_POLLER
@@ -120,14 +130,15 @@ JUSTIFIED: dict[str, dict[str, str]] = {name: dict(_EVERY_FUNCTION) for name in 
             "dynamodb:GetShardIterator",
             "dynamodb:ListStreams",
         )
-    }
-    | {"s3:ListBucket": _S3_DESTINATION},
+    },
+    "fanout": _EVERY_FUNCTION | {"sqs:SendMessage": _ON_FAILURE},
 }
 
 # Granted statements no call reaches although their actions are used elsewhere, each with why
 # AWS needs it: {function: {(action, the resource's ending): why}}.
 JUSTIFIED_RESOURCES: dict[str, dict[tuple[str, str], str]] = {
     "history": {("s3:PutObject", "/aws/lambda/*"): _S3_DESTINATION},
+    "sweeper": {("sqs:SendMessage", _DISPATCH_FAILURES): _ON_FAILURE},
 }
 
 
@@ -501,6 +512,13 @@ def _history(world: World) -> None:
     event = StreamReader(streams, world.template.get_att(table_id, "StreamArn")).next_event()
     assert event["Records"]
     world.invoke("history", event)
+    # And the hourly replay of a batch Lambda gave up on (written as Lambda's S3 destination
+    # writes it, with a client of the test's own: that write is Lambda's, not the handler's)
+    bucket = world.environment["history"]["SUNDIAL_HISTORY_BUCKET"]
+    boto3.client("s3").put_object(
+        Bucket=bucket, Key="aws/lambda/mapping/shard/failed", Body=failed_batch(event)
+    )
+    assert world.invoke("history", {"replay_failed_batches": True})["replayed"] == 1
 
 
 class _SlowJobClock:

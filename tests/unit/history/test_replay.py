@@ -51,7 +51,7 @@ def all_events() -> list[HistoryEvent]:
     ]
 
 
-def _failed_batch(event: dict[str, Any], *, payload_as_text: bool = True) -> bytes:
+def failed_batch(event: dict[str, Any], *, payload_as_text: bool = True) -> bytes:
     """What Lambda writes to an S3 on-failure destination for a stream batch it gave up on:
     the invocation record (metadata) with the invocation's event as `payload`."""
     records = event["Records"]
@@ -99,7 +99,7 @@ def _three_jobs_whose_batch_failed_after_a_partial_write(
     event = stream.next_event()
     # The first record's event was written before the rest of the batch failed for good
     assert record({"Records": event["Records"][:1]}) == {"batchItemFailures": []}
-    boto3.client("s3").put_object(Bucket=BUCKET, Key=FAILED_KEY, Body=_failed_batch(event))
+    boto3.client("s3").put_object(Bucket=BUCKET, Key=FAILED_KEY, Body=failed_batch(event))
     return event
 
 
@@ -130,7 +130,7 @@ def test_a_payload_given_as_an_object_is_read_too(
 ) -> None:
     deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600))
     event = stream.next_event()
-    body = _failed_batch(event, payload_as_text=False)
+    body = failed_batch(event, payload_as_text=False)
     boto3.client("s3").put_object(Bucket=BUCKET, Key=FAILED_KEY, Body=body)
     assert _replay()["events"] == 1
     assert [e.to_status for e in all_events()] == ["pending"]
@@ -152,7 +152,7 @@ def test_a_batch_that_still_cannot_be_read_is_kept_for_the_next_run(
     )
     event = stream.next_event()
     s3 = boto3.client("s3")
-    s3.put_object(Bucket=BUCKET, Key=FAILED_KEY, Body=_failed_batch(event))
+    s3.put_object(Bucket=BUCKET, Key=FAILED_KEY, Body=failed_batch(event))
     s3.put_object(Bucket=BUCKET, Key="aws/lambda/other/not-a-record", Body=b"{}")
     # When the replay runs
     report = _replay()
