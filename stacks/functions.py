@@ -290,13 +290,16 @@ class JobFunctions(Construct):
         )
         # dags: write a DAG's nodes (batch), read them back (one range query on the DAG's shard),
         # claim and send its roots, cancel its nodes (conditional updates), and read parents'
-        # results for a node released on resume.
+        # results for a node released on resume. A root due now on a paused queue is written as
+        # submit writes such a job: a Put in a transaction with a ConditionCheck of the pause.
         table.grant(
             self.dags,
             "dynamodb:BatchWriteItem",
             "dynamodb:Query",
             "dynamodb:GetItem",
             "dynamodb:UpdateItem",
+            "dynamodb:PutItem",
+            "dynamodb:ConditionCheckItem",
         )
         for queue in job_queues:
             grant_send(queue, self.submit)
@@ -427,8 +430,10 @@ class JobFunctions(Construct):
             for queue in job_queues:
                 grant_send(queue, api_function)
         # A schedule's occurrence while it is paused is parked in a transaction that checks the
-        # pause (ConditionCheckItem).
+        # pause (ConditionCheckItem): by the schedules function, and by a queue's resume when
+        # its catch-up meets an occurrence of a schedule paused meanwhile.
         table.grant(self.schedules, "dynamodb:ConditionCheckItem")
+        table.grant(self.queue_control, "dynamodb:ConditionCheckItem")
 
 
 def _common_environment(

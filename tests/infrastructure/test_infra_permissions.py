@@ -56,13 +56,16 @@ EXPECTED = {
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
     # DAG node's children under on_failure=continue).
     "dead_letters": POLL | CONSUMER_TABLE | SEND | QUEUE_STATES,
-    # Write a DAG's nodes, read them back in one range query, claim and cancel them, send roots.
+    # Write a DAG's nodes, read them back in one range query, claim and cancel them, send roots;
+    # a root due now on a paused queue is put in a transaction that checks the pause.
     "dags": {
         "dynamodb:BatchWriteItem",
         "dynamodb:Query",
         "dynamodb:GetItem",
         "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
     }
+    | CONDITION_CHECK
     | SEND,
     # Read and update its state item, start the sweepers; its own failed invocation goes to
     # the dispatch-failures queue (Lambda sends it with the function's role).
@@ -84,7 +87,8 @@ EXPECTED = {
     # Schedules and queue control: read and write schedules, runs and queue states, query a
     # schedule's runs (or a shard's range, to catch a queue up), and send what is due soon.
     "schedules": API_TABLE | CONDITION_CHECK | SEND,
-    "queues": API_TABLE | SEND,
+    # (a resume's catch-up parks an occurrence of a schedule paused meanwhile: ConditionCheck)
+    "queues": API_TABLE | CONDITION_CHECK | SEND,
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
     "example_consumer": POLL | HEARTBEAT | SEND | CONSUMER_TABLE | QUEUE_STATES,
 }

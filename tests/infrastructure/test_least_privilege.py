@@ -359,6 +359,21 @@ def _queues_and_dispatch(world: World) -> None:
     world.api("queues", "POST", "/queues/default/pause", f"{QUEUE}/pause")
     world.api("queues", "GET", "/queues/default", QUEUE)
     world.api("submit", "POST", "/jobs", "/jobs", {"queue": "default", "delay_seconds": 0})
+    # A schedule on the paused queue (its occurrence due now is held for the catch-up), then
+    # paused itself by its first step only: the resume's catch-up parks that occurrence.
+    minutely = world.api(
+        "schedules",
+        "POST",
+        "/schedules",
+        "/schedules",
+        {"name": "minutely", "cron": "* * * * *", "queue": "default"},
+    )
+    ScheduleStore(boto3.client("dynamodb"), table).set_state(
+        minutely["id"],
+        to=ScheduleState.PAUSED,
+        when=[ScheduleState.ACTIVE],
+        now_ms=world.clock.now_ms(),
+    )
 
     world.invoke("fanout", {"source": "aws.events", "detail-type": "Scheduled Event"})
     shards = list(range(int(world.environment["sweeper"]["SUNDIAL_SHARD_COUNT"])))
@@ -414,6 +429,12 @@ def _dags(world: World) -> dict[str, Any]:
         },
     )
     path = f"/dags/{other['id']}"
+    # A DAG whose root is due now on a paused queue: the root waits for the queue's resume
+    world.api("queues", "POST", "/queues/email/pause", f"{QUEUE}/pause")
+    world.api(
+        "dags", "POST", "/dags", "/dags", {"name": "held", "nodes": {"r": {"queue": "email"}}}
+    )
+    world.api("queues", "POST", "/queues/email/resume", f"{QUEUE}/resume")
     world.api("dags", "POST", f"{path}/pause", f"{DAG}/pause")
     world.api("dags", "POST", f"{path}/resume", f"{DAG}/resume")
     world.api("dags", "DELETE", path, DAG)
