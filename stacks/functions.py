@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.access import ENV_ACCESS, AccessLists
 from stacks.grants import LEASE, grant_queue, grant_send
 from stacks.job_table import grant_read_queue_states
 from stacks.log_groups import operational_log_group
@@ -215,6 +216,12 @@ class JobFunctions(Construct):
             dead_letter_queues=dead_letter_queues,
             priority_queues=priority_queues,
         )
+        # The API functions alone read the access lists (grants may add to them until synth).
+        self.access = AccessLists(settings.queues)
+        self._api_environment = {
+            **self._environment,
+            ENV_ACCESS: self.access.environment_value(self),
+        }
         job_queues = [*queues.values(), *priority_queues.values()]
         self._add_api_functions(table, job_queues)
         self._add_dispatch(settings, table, job_queues)
@@ -237,7 +244,10 @@ class JobFunctions(Construct):
         timeout: Duration,
         memory_mb: int = MEMORY_MB,
         reserved_concurrency: int | None = None,
+        *,
+        api: bool = False,
     ) -> SundialFunction:
+        """`api`: an API function, which also reads the queues' access lists."""
         return SundialFunction(
             self,
             construct_name(code_dir),
@@ -245,7 +255,7 @@ class JobFunctions(Construct):
             description=description,
             timeout=timeout,
             layers=self._layers,
-            environment=self._environment,
+            environment=self._api_environment if api else self._environment,
             memory_mb=memory_mb,
             observability=self._observability,
             reserved_concurrency=reserved_concurrency,
@@ -254,13 +264,16 @@ class JobFunctions(Construct):
     def _add_api_functions(self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]) -> None:
         """submit, jobs and dags: the API routes of jobs and DAGs."""
         self.submit = self._function(
-            "submit", "POST /jobs, POST /jobs/batch", WRITER_TIMEOUT, SUBMIT_MEMORY_MB
+            "submit", "POST /jobs, POST /jobs/batch", WRITER_TIMEOUT, SUBMIT_MEMORY_MB, api=True
         ).function
         self.jobs = self._function(
-            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", WRITER_TIMEOUT
+            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", WRITER_TIMEOUT, api=True
         ).function
         self.dags = self._function(
-            "dags", "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}", WRITER_TIMEOUT
+            "dags",
+            "POST /dags; GET, DELETE, pause and resume /dags/{dag_id}",
+            WRITER_TIMEOUT,
+            api=True,
         ).function
         # submit: store jobs (single and batch, idempotency lookups) and hand jobs due within
         # the SQS delay window straight to their queue.
@@ -371,6 +384,7 @@ class JobFunctions(Construct):
             "workers",
             "Lease, heartbeat, ack and nack jobs for workers outside Lambda",
             WORKERS_TIMEOUT,
+            api=True,
         ).function
         self.dead_letter_indexer = self._function(
             "dead_letters",
@@ -413,10 +427,16 @@ class JobFunctions(Construct):
         queues: read the sweep cursors (pause), update the queue state, and on resume
         range-query the shards and release what the pause held back (as schedules do)."""
         self.schedules = self._function(
-            "schedules", "/schedules: recurring jobs, their runs, pause, resume", API_TIMEOUT
+            "schedules",
+            "/schedules: recurring jobs, their runs, pause, resume",
+            API_TIMEOUT,
+            api=True,
         ).function
         self.queue_control = self._function(
-            "queues", "GET /queues/{queue}, pause and resume (with its catch-up)", API_TIMEOUT
+            "queues",
+            "GET /queues/{queue}, pause and resume (with its catch-up)",
+            API_TIMEOUT,
+            api=True,
         ).function
         for api_function in (self.schedules, self.queue_control):
             table.grant(

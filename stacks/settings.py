@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
 )
 
+from sundial.access import QueueAccess
 from sundial.retry import QueueRetryDefaults
 from sundial.settings import (
     DEFAULT_RETENTION_DAYS,
@@ -81,6 +82,11 @@ class QueueSettings(BaseModel):
     # fires: its consumers are not keeping up. SQS counts a message's age from when it was
     # sent, and Sundial sends up to 15 minutes ahead with DelaySeconds, so stay above 900.
     oldest_message_alarm_seconds: int = Field(default=1800, ge=960, le=1_209_600, strict=True)
+    # Who may use the queue, per permission (submit, read, control, work, admin): principals
+    # as sundial.access describes (account ids, role/user ARNs, organization ids,
+    # "stack-account"). None (the default): the stack's own account may do everything, as IAM
+    # auth alone allowed. {} : nobody, until the construct's grant_* helpers add someone.
+    access: QueueAccess | None = None
 
 
 class HistoryPipelineSettings(BaseModel):

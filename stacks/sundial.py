@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from stacks.access import Permission, grant_routes, principal_arn
 from stacks.api import JobsApi
 from stacks.consumers import QueueConsumer
 from stacks.dead_letters import DeadLetterIndex
@@ -176,6 +178,39 @@ class Sundial(Construct):
                 ),
             )
         return None
+
+    # -- per-queue access (stacks/access.py; the model is sundial.access) -----------------------
+
+    def grant(
+        self, permission: Permission | str, queue: str, grantee: iam.IRole | iam.IUser
+    ) -> iam.Grant:
+        """Let `grantee` use `queue` for `permission`: adds it to the queue's access list and
+        gives it execute-api:Invoke on the routes the permission uses, so the two agree."""
+        permission = Permission(permission)
+        self.functions.access.add(queue, permission, principal_arn(grantee))
+        return grant_routes(
+            self.api.http_api, self.api.stage.stage_name, permission, queue, grantee
+        )
+
+    def grant_submit(self, queue: str, grantee: iam.IRole | iam.IUser) -> iam.Grant:
+        """POST /jobs, /jobs/batch, /dags and /schedules with jobs of `queue`."""
+        return self.grant(Permission.SUBMIT, queue, grantee)
+
+    def grant_read(self, queue: str, grantee: iam.IRole | iam.IUser) -> iam.Grant:
+        """GET the queue's jobs, DAGs, schedules (and runs) and the queue's state."""
+        return self.grant(Permission.READ, queue, grantee)
+
+    def grant_control(self, queue: str, grantee: iam.IRole | iam.IUser) -> iam.Grant:
+        """Cancel, retry, pause and resume the queue's jobs, DAGs and schedules."""
+        return self.grant(Permission.CONTROL, queue, grantee)
+
+    def grant_work(self, queue: str, grantee: iam.IRole | iam.IUser) -> iam.Grant:
+        """Lease the queue's jobs and heartbeat, ack and nack them (a worker outside Lambda)."""
+        return self.grant(Permission.WORK, queue, grantee)
+
+    def grant_admin(self, queue: str, grantee: iam.IRole | iam.IUser) -> iam.Grant:
+        """Everything, plus the queue's dead letters and pausing the whole queue."""
+        return self.grant(Permission.ADMIN, queue, grantee)
 
     @property
     def table(self) -> dynamodb.Table:

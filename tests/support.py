@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from moto.dynamodb.responses import DynamoHandler
 
+from sundial.local.gateway import caller_iam
 from sundial.local.triggers import sqs_record, stream_record
 from sundial.store.queue_states import QUEUES_PK
 from tests.iam_calls import attributed
@@ -267,6 +268,10 @@ class FakeLambdaContext:
         return self._remaining_ms
 
 
+# The IAM user every test request is signed as unless it says otherwise.
+DEFAULT_CALLER = "arn:aws:iam::123456789012:user/platform"
+
+
 def http_api_event(
     method: str,
     path: str,
@@ -274,10 +279,12 @@ def http_api_event(
     body: str | None = None,
     route: str | None = None,
     query: Mapping[str, str] | None = None,
+    caller: str | None = DEFAULT_CALLER,
 ) -> dict[str, Any]:
     """An API Gateway HTTP API (payload format 2.0) event, as AWS sends it with IAM auth.
     `route` is the route template, e.g. /queues/{queue}/dead: its {names} become the path
-    parameters."""
+    parameters. `caller`: the role or user ARN (or account id) the request is signed as, as
+    API Gateway reports it (a role as a session of it); None: no IAM identity at all."""
     path_parameters = None
     if route and "{" in route:
         path_parameters = {
@@ -301,16 +308,7 @@ def http_api_event(
         "requestContext": {
             "accountId": "123456789012",
             "apiId": "abc123",
-            "authorizer": {
-                "iam": {
-                    "accessKey": "AKIAIOSFODNN7EXAMPLE",
-                    "accountId": "123456789012",
-                    "callerId": "AIDACKCEVSQ6C2EXAMPLE",
-                    "principalOrgId": None,
-                    "userArn": "arn:aws:iam::123456789012:user/platform",
-                    "userId": "AIDACKCEVSQ6C2EXAMPLE",
-                }
-            },
+            **({"authorizer": {"iam": caller_iam(caller)}} if caller else {}),
             "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
             "domainPrefix": "abc123",
             "http": {
@@ -351,14 +349,25 @@ def serialize_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def call_api(
-    handler: Any, method: str, path: str, *, route: str | None = None, body: Any = None
+    handler: Any,
+    method: str,
+    path: str,
+    *,
+    route: str | None = None,
+    body: Any = None,
+    caller: str | None = DEFAULT_CALLER,
 ) -> tuple[int, Any]:
     """Invoke an API function with the HTTP API event for `method path` (`path` may end in a
-    ?query); returns (status, JSON body)."""
+    ?query), signed as `caller`; returns (status, JSON body)."""
     text = json.dumps(body) if body is not None else None
     raw_path, _, query = path.partition("?")
     event = http_api_event(
-        method, raw_path, body=text, route=route, query=dict(parse_qsl(query)) or None
+        method,
+        raw_path,
+        body=text,
+        route=route,
+        query=dict(parse_qsl(query)) or None,
+        caller=caller,
     )
     response = handler.handler(event, FakeLambdaContext())
     payload = response.get("body")

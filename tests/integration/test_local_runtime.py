@@ -101,11 +101,14 @@ def running(
         process.wait(timeout=20)
 
 
-def _http(method: str, url: str, body: Any = None, timeout: float = 10) -> tuple[int, Any]:
+def _http(
+    method: str, url: str, body: Any = None, timeout: float = 10, caller: str | None = None
+) -> tuple[int, Any]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json"}
+    if caller is not None:
+        headers["X-Sundial-Caller"] = caller
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read() or b"null")
@@ -206,6 +209,21 @@ def test_cancel_and_errors_over_http(running: Running) -> None:
     status, error = _http("POST", f"{running.api}/jobs", {**keyed, "payload": "different"})
     assert status == 409 and "idempotency_key" in error["message"]
     assert _http("GET", f"{running.api}/nowhere")[0] == 404
+
+
+def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> None:
+    # Given cdk.json declares no access lists: the emulator account may do everything
+    status, job = _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": 3600})
+    assert status == 201
+    own_role = "arn:aws:iam::123456789012:role/anything"
+    assert _http("GET", f"{running.api}/jobs/{job['id']}", caller=own_role)[0] == 200
+    # When another account's role calls, Then it is refused, naming the queue and permission
+    foreign = "arn:aws:iam::210987654321:role/intruder"
+    status, error = _http("DELETE", f"{running.api}/jobs/{job['id']}", caller=foreign)
+    assert status == 403 and "lacks 'control' on queue 'email'" in error["message"]
+    assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "pending"
+    # And a header that names no IAM identity is a 403 too
+    assert _http("GET", f"{running.api}/jobs/{job['id']}", caller="bob")[0] == 403
 
 
 def _unknown_id() -> str:

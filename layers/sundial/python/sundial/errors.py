@@ -58,3 +58,13 @@ class Conflict(SundialError):
 
 class Unavailable(SundialError):
     """AWS refused or failed the work after retries; nothing was accepted (HTTP 503)."""
+
+
+class Forbidden(SundialError):
+    """The caller lacks a permission on a queue, or carries no IAM identity (HTTP 403).
+    Raised before anything is written."""
+
+    def __init__(self, message: str, *, queue: str | None = None, permission: str | None = None):
+        super().__init__(message)
+        self.queue = queue
+        self.permission = permission

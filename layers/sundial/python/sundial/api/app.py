@@ -11,11 +11,13 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from sundial.api.authorization import authorization_middleware, check_every_route_has_a_rule
 from sundial.api.body import BoundedHttpEvent
 from sundial.api.models import ErrorBody, FieldError
 from sundial.errors import (
     Conflict,
     DagNotFound,
+    Forbidden,
     InvalidInput,
     JobNotFound,
     QueueNotFound,
@@ -29,6 +31,7 @@ API_VERSION = "1.0.0"
 
 _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     InvalidInput: HTTPStatus.BAD_REQUEST,
+    Forbidden: HTTPStatus.FORBIDDEN,
     JobNotFound: HTTPStatus.NOT_FOUND,
     QueueNotFound: HTTPStatus.NOT_FOUND,
     DagNotFound: HTTPStatus.NOT_FOUND,
@@ -139,6 +142,9 @@ def build_resolver(*routers: Router) -> APIGatewayHttpResolver:
     app = JsonApiResolver(enable_validation=True)
     for router in routers:
         app.include_router(router)
+    # Powertools keeps the registered routes here; it reads them itself to build the schema.
+    check_every_route_has_a_rule([*app._static_routes, *app._dynamic_routes])
+    app.use(middlewares=[authorization_middleware])
     register: Callable[[Any], Callable[[Any], Any]] = app.exception_handler
     register(RequestValidationError)(_on_invalid_request)
     register(list(_STATUS_OF))(_on_domain_error)

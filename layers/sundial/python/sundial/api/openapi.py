@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sundial.api.app import API_TITLE, API_VERSION, build_resolver
+from sundial.api.authorization import ROUTE_RULES
 from sundial.api.control import job_control_router, queues_router
 from sundial.api.dags import dags_router
 from sundial.api.dead_letter_routes import dead_letters_router
@@ -168,6 +169,22 @@ def _secure(document: dict[str, Any]) -> None:
     document["security"] = [{SECURITY_SCHEME: []}]
 
 
+def _document_permissions(document: dict[str, Any]) -> None:
+    """Each operation's permission (sundial.api.authorization) and its 403."""
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            permission = ROUTE_RULES[(method.upper(), path)].permission
+            operation["x-sundial-permission"] = permission.value
+            operation["responses"]["403"] = {
+                "description": f"The caller lacks '{permission}' on a queue the request "
+                "touches (named in the message), or the request carries no IAM identity; "
+                "nothing was changed",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                },
+            }
+
+
 def openapi_json(queues: Sequence[str]) -> str:
     resolver = build_resolver(
         submit_router,
@@ -198,6 +215,7 @@ def openapi_json(queues: Sequence[str]) -> str:
     _constrain_request_models(document["components"]["schemas"], queues)
     _constrain_parameters(document, queues)
     _secure(document)
+    _document_permissions(document)
     return json.dumps(document, indent=2) + "\n"
 
 

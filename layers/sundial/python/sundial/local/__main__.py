@@ -20,6 +20,7 @@ from types import FrameType
 from rich.console import Console
 from rich.live import Live
 
+from sundial.local.gateway import DEFAULT_CALLER
 from sundial.local.runtime import LocalConfig, LocalRuntime, PortInUse
 from sundial.local.template import TemplateError
 from sundial.local.view import banner, live_group
@@ -34,6 +35,7 @@ def config_from_env() -> LocalConfig:
         api_port=int(os.environ.get("SUNDIAL_API_PORT", "8000")),
         emulator_port=int(os.environ.get("SUNDIAL_EMULATOR_PORT", "5000")),
         log_path=Path(log_value) if log_value else None,
+        caller=os.environ.get("SUNDIAL_LOCAL_CALLER", DEFAULT_CALLER),
     )
 
 

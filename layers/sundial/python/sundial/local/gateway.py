@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +19,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from sundial.local.functions import FunctionHost, InvocationError
 from sundial.local.template import ACCOUNT_ID, REGION, RouteSpec
+
+# The local runtime's stand-in for SigV4: the identity a request is signed as. API Gateway
+# never passes such a header on (the functions read only requestContext.authorizer.iam).
+CALLER_HEADER = "X-Sundial-Caller"
+DEFAULT_CALLER = f"arn:aws:iam::{ACCOUNT_ID}:root"
+_ACCOUNT = re.compile(r"^\d{12}$")
+_CALLER_ARN = re.compile(
+    r"^arn:aws:(?:iam|sts)::(?P<account>\d{12}):(?P<kind>role|user|root|assumed-role)"
+    r"(?:/(?P<rest>.+))?$"
+)
 
 log = logging.getLogger("sundial.local")
 _INVOKE_PREFIX = "/2015-03-31/functions/"
@@ -31,7 +42,10 @@ class Gateway:
         hosts: dict[str, FunctionHost],  # by logical id
         async_pool: ThreadPoolExecutor,
         on_request: Callable[[str, int], None] | None = None,
+        default_caller: str = DEFAULT_CALLER,
     ) -> None:
+        caller_iam(default_caller)  # a bad setting fails the start, not every request
+        self.default_caller = default_caller
         self.routes = routes
         self.hosts = hosts
         self.by_name = {host.spec.name: host for host in hosts.values()}
@@ -95,7 +109,13 @@ class Gateway:
                 break
         else:
             return 404, {"Content-Type": "application/json"}, b'{"message":"Not Found"}'
+        caller = request.headers.get(CALLER_HEADER) or self.default_caller
+        try:
+            identity = caller_iam(caller)
+        except ValueError as error:
+            return 403, {"Content-Type": "application/json"}, _message(str(error))
         event = _http_api_event(request, route, split.path, split.query, body, match.groupdict())
+        event["requestContext"]["authorizer"] = {"iam": identity}
         try:
             result = self.hosts[route.function].invoke(event)
         except InvocationError as error:
@@ -142,6 +162,34 @@ def _invoke_logged(host: FunctionHost, event: Any) -> None:
         host.invoke(event)
     except InvocationError as error:
         log.error("async invoke of %s failed: %s", host.spec.name, error)
+
+
+def _message(text: str) -> bytes:
+    return json.dumps({"message": text}).encode()
+
+
+def caller_iam(caller: str) -> dict[str, Any]:
+    """The `requestContext.authorizer.iam` API Gateway would send for a request signed as
+    `caller` (a role is signed as a session of it; an account id as its root)."""
+    if _ACCOUNT.match(caller):
+        caller = f"arn:aws:iam::{caller}:root"
+    match = _CALLER_ARN.match(caller)
+    if match is None:
+        raise ValueError(
+            f"{CALLER_HEADER} '{caller}' is not an IAM role or user ARN or an account id"
+        )
+    arn = caller
+    if match["kind"] == "role":
+        name = match["rest"].rsplit("/", 1)[-1]
+        arn = f"arn:aws:sts::{match['account']}:assumed-role/{name}/local"
+    return {
+        "accessKey": "ASIALOCALEXAMPLE",
+        "accountId": match["account"],
+        "callerId": "AROALOCALEXAMPLE",
+        "principalOrgId": None,
+        "userArn": arn,
+        "userId": "AROALOCALEXAMPLE",
+    }
 
 
 def _http_api_event(  # noqa: PLR0917 - one request's parts, all needed

@@ -17,7 +17,7 @@ import boto3
 from moto.server import ThreadedMotoServer
 
 from sundial.local.functions import FunctionHost, HostOptions
-from sundial.local.gateway import Gateway
+from sundial.local.gateway import DEFAULT_CALLER, Gateway
 from sundial.local.provision import assign_names, create_resources
 from sundial.local.template import LocalTemplate, TemplateError
 from sundial.local.triggers import QueuePoller, ScheduleRunner, StreamPoller
@@ -39,6 +39,10 @@ class LocalConfig:
     emulator_port: int = 5000
     log_path: Path | None = None
     run_schedules: bool = True
+    # Who a request without an X-Sundial-Caller header is signed as (SUNDIAL_LOCAL_CALLER): an
+    # IAM role or user ARN, or an account id (its root). The default is the emulator account's
+    # root, which a queue without access lists lets do everything.
+    caller: str = DEFAULT_CALLER
 
     @property
     def api_url(self) -> str:
@@ -95,7 +99,10 @@ class LocalRuntime:
         for host in self.hosts.values():
             host.start()
         gateway = Gateway(
-            routes=self.template.routes(), hosts=self.hosts, async_pool=self._async_pool
+            routes=self.template.routes(),
+            hosts=self.hosts,
+            async_pool=self._async_pool,
+            default_caller=config.caller,
         )
         self._server = gateway.serve(config.host, config.api_port)
         self._start_thread(

@@ -176,6 +176,14 @@ class ScheduleService:
 
     # -- read -------------------------------------------------------------------------------
 
+    def queue_of(self, schedule_id: str) -> str:
+        """The schedule's queue, deleted or not (a delete may be repeated): what authorizes a
+        request addressed to it (sundial.api.authorization)."""
+        schedule = self._schedules.get(check_schedule_id(schedule_id))
+        if schedule is None:
+            raise ScheduleNotFound(schedule_id)
+        return schedule.queue
+
     def _live(self, schedule_id: str) -> Schedule:
         schedule = self._schedules.get(check_schedule_id(schedule_id))
         if schedule is None or schedule.state is ScheduleState.DELETED:

@@ -1,0 +1,166 @@
+"""Per-queue authorization of every route: one middleware and one table saying, for each route,
+which permission it needs and where its queue comes from (sundial.access has the model).
+
+The middleware runs after request validation and before the route, so a 403 changes nothing.
+A route with no entry in ROUTE_RULES cannot be registered (build_resolver checks), so a new
+route cannot forget its check.
+
+Routes addressed by id (`/jobs/{id}`, `/dags/{id}`, `/schedules/{id}`) need the queue of the item
+they address. A caller allowed the permission on every queue (the default: the stack's own
+account has every permission) is let through without reading it; any other caller costs one
+read of the item first (the queue of a job, DAG or schedule never changes, so the read cannot
+go stale before the write). An unknown id answers 404 as it would without the check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Route
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+
+from sundial.access import Caller, Permission
+from sundial.errors import Forbidden
+from sundial.wiring import Dependencies, dependencies
+
+# Where a route's queue(s) come from: its validated arguments (path parameters and body model)
+# and, for routes addressed by id, the item they name.
+QueueLocator = Callable[[dict[str, Any], Dependencies], Iterable[str]]
+
+
+def _path_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    return [args["queue"]]
+
+
+def _body_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    return [args["request"].queue]
+
+
+def _batch_queues(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    return [job.queue for job in args["batch"].jobs]
+
+
+def _dag_body_queues(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    return [node.queue for node in args["request"].nodes.values()]
+
+
+def _job_queue(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
+    return [deps.jobs.get(args["job_id"]).queue]
+
+
+def _dag_queues(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
+    return [node.queue for node in deps.dags.get(args["dag_id"]).nodes]
+
+
+def _schedule_queue(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
+    return [deps.schedules.queue_of(args["schedule_id"])]
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    permission: Permission
+    queues: QueueLocator
+    # Whether finding the queue reads an item (skipped for a caller allowed on every queue).
+    reads: bool = False
+
+
+_READ, _SUBMIT, _CONTROL, _WORK, _ADMIN = (
+    Permission.READ,
+    Permission.SUBMIT,
+    Permission.CONTROL,
+    Permission.WORK,
+    Permission.ADMIN,
+)
+
+
+def _job(permission: Permission) -> RouteRule:
+    return RouteRule(permission, _job_queue, reads=True)
+
+
+def _dag(permission: Permission) -> RouteRule:
+    return RouteRule(permission, _dag_queues, reads=True)
+
+
+def _schedule(permission: Permission) -> RouteRule:
+    return RouteRule(permission, _schedule_queue, reads=True)
+
+
+# (method, route as in openapi.json) -> what it needs. tests/handlers/test_authorization.py
+# drives every entry with an allowed and a denied caller.
+ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
+    ("POST", "/jobs"): RouteRule(_SUBMIT, _body_queue),
+    ("POST", "/jobs/batch"): RouteRule(_SUBMIT, _batch_queues),
+    ("GET", "/jobs/{job_id}"): _job(_READ),
+    ("DELETE", "/jobs/{job_id}"): _job(_CONTROL),
+    ("POST", "/jobs/{job_id}/retry"): _job(_CONTROL),
+    ("POST", "/jobs/{job_id}/pause"): _job(_CONTROL),
+    ("POST", "/jobs/{job_id}/resume"): _job(_CONTROL),
+    ("POST", "/jobs/{job_id}/heartbeat"): _job(_WORK),
+    ("POST", "/jobs/{job_id}/ack"): _job(_WORK),
+    ("POST", "/jobs/{job_id}/nack"): _job(_WORK),
+    ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _path_queue),
+    ("GET", "/queues/{queue}"): RouteRule(_READ, _path_queue),
+    ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _path_queue),
+    ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _path_queue),
+    ("GET", "/queues/{queue}/dead"): RouteRule(_ADMIN, _path_queue),
+    ("DELETE", "/queues/{queue}/dead"): RouteRule(_ADMIN, _path_queue),
+    ("POST", "/queues/{queue}/dead/replay"): RouteRule(_ADMIN, _path_queue),
+    ("POST", "/dags"): RouteRule(_SUBMIT, _dag_body_queues),
+    ("GET", "/dags/{dag_id}"): _dag(_READ),
+    ("DELETE", "/dags/{dag_id}"): _dag(_CONTROL),
+    ("POST", "/dags/{dag_id}/pause"): _dag(_CONTROL),
+    ("POST", "/dags/{dag_id}/resume"): _dag(_CONTROL),
+    ("POST", "/schedules"): RouteRule(_SUBMIT, _body_queue),
+    ("GET", "/schedules/{schedule_id}"): _schedule(_READ),
+    ("DELETE", "/schedules/{schedule_id}"): _schedule(_CONTROL),
+    ("GET", "/schedules/{schedule_id}/runs"): _schedule(_READ),
+    ("POST", "/schedules/{schedule_id}/pause"): _schedule(_CONTROL),
+    ("POST", "/schedules/{schedule_id}/resume"): _schedule(_CONTROL),
+}
+
+
+def rule_of(route: Route) -> RouteRule | None:
+    return ROUTE_RULES.get((route.method.upper(), route.openapi_path))
+
+
+def check_every_route_has_a_rule(routes: Iterable[Route]) -> None:
+    """Fail the cold start (and every test) if a registered route has no rule."""
+    missing = sorted(f"{r.method} {r.openapi_path}" for r in routes if rule_of(r) is None)
+    if missing:
+        raise LookupError(
+            f"routes without an authorization rule: {', '.join(missing)}; add them to "
+            "sundial.api.authorization.ROUTE_RULES"
+        )
+
+
+def authorize(caller: Caller | None, rule: RouteRule, args: dict[str, Any]) -> None:
+    """Raise Forbidden unless `caller` has the rule's permission on every queue the request
+    touches."""
+    if caller is None:
+        raise Forbidden(
+            "the request carries no IAM caller identity: sign it with SigV4 (AWS), or name a "
+            "caller with the X-Sundial-Caller header (local runtime)"
+        )
+    deps = dependencies()
+    policy, queues = deps.settings.access, deps.settings.queue_urls.keys()
+    if rule.reads and policy.allows_everywhere(caller, rule.permission, queues):
+        return
+    for queue in sorted(set(rule.queues(args, deps))):
+        if not policy.allows(caller, rule.permission, queue):
+            raise Forbidden(
+                f"{caller.described()} lacks '{rule.permission}' on queue '{queue}'",
+                queue=queue,
+                permission=rule.permission.value,
+            )
+
+
+def authorization_middleware(app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Any:
+    """Powertools middleware: runs after validation (the route's arguments are parsed)."""
+    rule = rule_of(app.context["_route"])
+    if rule is not None:  # None: Powertools' own not-found route (every route has a rule)
+        context = app.current_event.get("requestContext") or {}
+        caller = Caller.from_request_context(context)
+        authorize(caller, rule, app.context.get("_route_args", {}))
+    return next_middleware(app)

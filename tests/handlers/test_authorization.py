@@ -1,0 +1,352 @@
+"""Per-queue authorization on every route (sundial.api.authorization): each route in openapi.json
+with a caller that has the permission, one that lacks it, and a request with no identity; a 403
+names the queue and the permission and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from sundial.access import Permission
+from sundial.api.authorization import ROUTE_RULES
+from sundial.clock import ManualClock
+from sundial.model.job import Job
+from sundial.wiring import Dependencies, configure
+from tests.support import DEFAULT_CALLER, TABLE, call_api, load_handler
+
+ACCOUNT = "123456789012"
+OTHER_ACCOUNT = "210987654321"
+PLATFORM = DEFAULT_CALLER  # the IAM user every other test signs as: admin of both queues
+
+
+def role(name: str, account: str = ACCOUNT) -> str:
+    return f"arn:aws:iam::{account}:role/{name}"
+
+
+# One role per permission on `email`; `default` is the platform's and another account submits.
+HOLDER = {
+    Permission.SUBMIT: role("email-submitter"),
+    Permission.READ: role("email-reader"),
+    Permission.CONTROL: role("email-operator"),
+    Permission.WORK: role("email-worker"),
+    Permission.ADMIN: role("email-admin"),
+}
+ACCESS = {
+    "email": {
+        "submit": [role("email-submit*")],
+        "read": [role("teams/email-reader")],  # a role path: sessions carry none
+        "control": [HOLDER[Permission.CONTROL]],
+        "work": [HOLDER[Permission.WORK]],
+        "admin": [PLATFORM, HOLDER[Permission.ADMIN]],
+    },
+    "default": {"admin": [PLATFORM], "submit": [OTHER_ACCOUNT]},
+}
+
+submit_lambda = load_handler("submit")
+jobs_lambda = load_handler("jobs")
+dags_lambda = load_handler("dags")
+schedules_lambda = load_handler("schedules")
+queues_lambda = load_handler("queues")
+workers_lambda = load_handler("workers")
+
+
+@pytest.fixture
+def access(deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUNDIAL_ACCESS", json.dumps(ACCESS))
+    configure(clock=clock, environ=dict(os.environ))
+
+
+def _handler_of(path: str) -> Any:
+    if path in ("/jobs", "/jobs/batch"):
+        return submit_lambda
+    if path.startswith("/dags"):
+        return dags_lambda
+    if path.startswith("/schedules"):
+        return schedules_lambda
+    if path.endswith(("/lease", "/heartbeat", "/ack", "/nack")):
+        return workers_lambda
+    if path.startswith("/queues/{queue}") and "/dead" not in path:
+        return queues_lambda
+    return jobs_lambda
+
+
+def _created(path: str, body: dict[str, Any], route: str | None = None) -> dict[str, Any]:
+    handler = _handler_of(route or path)
+    status, created = call_api(handler, "POST", path, route=route, body=body, caller=PLATFORM)
+    assert status in (200, 201), created
+    return dict(created)
+
+
+def _job() -> str:
+    return str(_created("/jobs", {"queue": "email", "delay_seconds": 1200})["id"])
+
+
+def _dag() -> str:
+    nodes = {"a": {"queue": "email"}, "b": {"queue": "email", "depends_on": ["a"]}}
+    body = {"name": "etl", "nodes": nodes, "delay_seconds": 1200}
+    return str(_created("/dags", body)["id"])
+
+
+def _schedule() -> str:
+    return str(_created("/schedules", {"queue": "email", "rate": "1 hour"})["id"])
+
+
+LEASE = {"lease": "not-a-real-lease"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to call one route against the `email` queue: (path, body) once its target exists."""
+
+    prepare: Callable[[], tuple[str, Any]]
+
+
+CASES: dict[tuple[str, str], Case] = {
+    ("POST", "/jobs"): Case(lambda: ("/jobs", {"queue": "email", "delay_seconds": 60})),
+    ("POST", "/jobs/batch"): Case(
+        lambda: ("/jobs/batch", {"jobs": [{"queue": "email", "delay_seconds": 1200}]})
+    ),
+    ("GET", "/jobs/{job_id}"): Case(lambda: (f"/jobs/{_job()}", None)),
+    ("DELETE", "/jobs/{job_id}"): Case(lambda: (f"/jobs/{_job()}", None)),
+    ("POST", "/jobs/{job_id}/retry"): Case(lambda: (f"/jobs/{_job()}/retry", None)),
+    ("POST", "/jobs/{job_id}/pause"): Case(lambda: (f"/jobs/{_job()}/pause", None)),
+    ("POST", "/jobs/{job_id}/resume"): Case(lambda: (f"/jobs/{_job()}/resume", None)),
+    ("POST", "/jobs/{job_id}/heartbeat"): Case(lambda: (f"/jobs/{_job()}/heartbeat", LEASE)),
+    ("POST", "/jobs/{job_id}/ack"): Case(lambda: (f"/jobs/{_job()}/ack", LEASE)),
+    ("POST", "/jobs/{job_id}/nack"): Case(lambda: (f"/jobs/{_job()}/nack", LEASE)),
+    ("POST", "/queues/{queue}/lease"): Case(lambda: ("/queues/email/lease", {"wait": 0})),
+    ("GET", "/queues/{queue}"): Case(lambda: ("/queues/email", None)),
+    ("POST", "/queues/{queue}/pause"): Case(lambda: ("/queues/email/pause", None)),
+    ("POST", "/queues/{queue}/resume"): Case(lambda: ("/queues/email/resume", None)),
+    ("GET", "/queues/{queue}/dead"): Case(lambda: ("/queues/email/dead", None)),
+    ("DELETE", "/queues/{queue}/dead"): Case(
+        lambda: ("/queues/email/dead?older_than=2026-11-21T12:00:00Z", None)
+    ),
+    ("POST", "/queues/{queue}/dead/replay"): Case(lambda: ("/queues/email/dead/replay", {})),
+    ("POST", "/dags"): Case(
+        lambda: ("/dags", {"name": "etl", "nodes": {"a": {"queue": "email"}}, "delay_seconds": 60})
+    ),
+    ("GET", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
+    ("DELETE", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
+    ("POST", "/dags/{dag_id}/pause"): Case(lambda: (f"/dags/{_dag()}/pause", None)),
+    ("POST", "/dags/{dag_id}/resume"): Case(lambda: (f"/dags/{_dag()}/resume", None)),
+    ("POST", "/schedules"): Case(lambda: ("/schedules", {"queue": "email", "rate": "1 hour"})),
+    ("GET", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
+    ("DELETE", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
+    ("GET", "/schedules/{schedule_id}/runs"): Case(
+        lambda: (f"/schedules/{_schedule()}/runs", None)
+    ),
+    ("POST", "/schedules/{schedule_id}/pause"): Case(
+        lambda: (f"/schedules/{_schedule()}/pause", None)
+    ),
+    ("POST", "/schedules/{schedule_id}/resume"): Case(
+        lambda: (f"/schedules/{_schedule()}/resume", None)
+    ),
+}
+ROUTES = sorted(CASES)
+
+
+def _call(route: tuple[str, str], caller: str | None) -> tuple[int, Any]:
+    method, template = route
+    path, body = CASES[route].prepare()
+    handler = _handler_of(template)
+    return call_api(handler, method, path, route=template, body=body, caller=caller)
+
+
+def _state() -> tuple[list[Any], list[int]]:
+    """Everything a request could change: every item, and every queue's message counts."""
+    items = boto3.client("dynamodb").scan(TableName=TABLE)["Items"]
+    sqs = boto3.client("sqs")
+    counts = []
+    for url in sorted(sqs.list_queues()["QueueUrls"]):
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        counts += [
+            int(attributes[name])
+            for name in (
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            )
+        ]
+    return sorted(items, key=lambda item: json.dumps(item, sort_keys=True)), counts
+
+
+def _denied_caller(permission: Permission) -> str:
+    """A role of `email` that has some permission, but not this one."""
+    return HOLDER[Permission.READ if permission is not Permission.READ else Permission.SUBMIT]
+
+
+def test_every_route_in_openapi_has_a_rule_and_a_case() -> None:
+    spec = json.loads(Path("openapi.json").read_text())
+    routes = {(m.upper(), path) for path, ops in spec["paths"].items() for m in ops}
+    assert routes == set(ROUTE_RULES) == set(CASES)
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[" ".join(r) for r in ROUTES])
+def test_a_caller_without_the_permission_gets_403_and_nothing_changes(
+    access: None, route: tuple[str, str]
+) -> None:
+    # Given the route's target on queue `email`, and a role with another permission on it
+    permission = ROUTE_RULES[route].permission
+    method, template = route
+    path, body = CASES[route].prepare()
+    before = _state()
+    # When the role calls the route
+    status, error = call_api(
+        _handler_of(template),
+        method,
+        path,
+        route=template,
+        body=body,
+        caller=_denied_caller(permission),
+    )
+    # Then it is a 403 naming the queue and the permission, and nothing changed
+    assert status == 403, error
+    assert f"lacks '{permission}' on queue 'email'" in error["message"]
+    assert "email-" in error["message"]  # names the caller's role
+    assert _state() == before
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[" ".join(r) for r in ROUTES])
+def test_a_caller_with_the_permission_is_let_through(access: None, route: tuple[str, str]) -> None:
+    # Given the role holding exactly the route's permission (its session, as AWS signs it)
+    permission = ROUTE_RULES[route].permission
+    # When it calls the route, Then the route answers as it would (a 409 for a job in the wrong
+    # state, say), never a 403
+    status, body = _call(route, HOLDER[permission])
+    assert status != 403, body
+    assert status < 500, body
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=[" ".join(r) for r in ROUTES])
+def test_a_request_without_an_identity_gets_403_and_nothing_changes(
+    access: None, route: tuple[str, str]
+) -> None:
+    method, template = route
+    path, body = CASES[route].prepare()
+    before = _state()
+    status, error = call_api(
+        _handler_of(template), method, path, route=template, body=body, caller=None
+    )
+    assert status == 403 and "no IAM caller identity" in error["message"]
+    assert _state() == before
+
+
+def test_admin_has_every_permission(access: None) -> None:
+    for route in ROUTES:
+        status, body = _call(route, HOLDER[Permission.ADMIN])
+        assert status not in (403, 500), (route, body)
+
+
+def test_a_batch_with_one_forbidden_queue_is_refused_whole(access: None) -> None:
+    # Given the other account may submit to `default` but not to `email`
+    batch = {
+        "jobs": [
+            {"queue": "default", "delay_seconds": 1200},
+            {"queue": "email", "delay_seconds": 1200},
+        ]
+    }
+    before = _state()
+    status, error = call_api(
+        submit_lambda, "POST", "/jobs/batch", body=batch, caller=role("anything", OTHER_ACCOUNT)
+    )
+    assert status == 403 and "'submit' on queue 'email'" in error["message"]
+    assert _state() == before
+    # And its jobs for `default` alone are accepted
+    status, _ = call_api(
+        submit_lambda,
+        "POST",
+        "/jobs/batch",
+        body={"jobs": batch["jobs"][:1]},
+        caller=role("anything", OTHER_ACCOUNT),
+    )
+    assert status == 200
+
+
+def test_a_dag_is_checked_on_every_queue_it_touches(access: None) -> None:
+    # Given a DAG with a node on `email` and one on `default`
+    nodes = {"a": {"queue": "email"}, "b": {"queue": "default", "depends_on": ["a"]}}
+    dag = _created("/dags", {"name": "mixed", "nodes": nodes, "delay_seconds": 1200})
+    # When the email operator cancels it, Then it may not: `default` is not its queue
+    before = _state()
+    status, error = call_api(
+        dags_lambda,
+        "DELETE",
+        f"/dags/{dag['id']}",
+        route="/dags/{dag_id}",
+        caller=HOLDER[Permission.CONTROL],
+    )
+    assert status == 403 and "'control' on queue 'default'" in error["message"]
+    assert _state() == before
+    # And submitting such a DAG needs submit on both queues
+    status, error = call_api(
+        dags_lambda,
+        "POST",
+        "/dags",
+        body={"name": "mixed", "nodes": nodes},
+        caller=HOLDER[Permission.SUBMIT],
+    )
+    assert status == 403 and "'submit' on queue 'default'" in error["message"]
+
+
+def test_a_caller_sees_only_its_own_queues_dead_letters(access: None) -> None:
+    email_admin = HOLDER[Permission.ADMIN]
+    assert call_api(jobs_lambda, "GET", "/queues/email/dead", caller=email_admin)[0] == 200
+    status, error = call_api(jobs_lambda, "GET", "/queues/default/dead", caller=email_admin)
+    assert status == 403 and "'admin' on queue 'default'" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("caller", "allowed"),
+    [
+        (role("email-reader"), True),  # listed with a path: matched by account and name
+        (role("email-reader", OTHER_ACCOUNT), False),  # same name, another account
+        (role("email-submitter"), False),  # a pattern for submit, not read
+        (f"arn:aws:iam::{ACCOUNT}:user/email-reader", False),  # a user is not the role
+        (f"arn:aws:sts::{ACCOUNT}:assumed-role/email-reader/alice", True),  # a session
+        (ACCOUNT, False),  # the account's root is not in email's lists
+    ],
+)
+def test_principals_match_by_account_kind_and_name(
+    access: None, caller: str, allowed: bool
+) -> None:
+    job = _job()
+    status, _ = call_api(jobs_lambda, "GET", f"/jobs/{job}", route="/jobs/{job_id}", caller=caller)
+    assert (status == 200) is allowed and status in (200, 403)
+
+
+def test_without_access_lists_the_stack_account_may_do_everything(deps: Dependencies) -> None:
+    # Given no queue declares access (the default cdk.json)
+    job = str(_created("/jobs", {"queue": "email", "delay_seconds": 1200})["id"])
+    # Then any identity of the stack's account may cancel, and another account's may not
+    foreign = role("email-operator", OTHER_ACCOUNT)
+    route = "/jobs/{job_id}"
+    status, error = call_api(jobs_lambda, "DELETE", f"/jobs/{job}", route=route, caller=foreign)
+    assert status == 403 and "'control' on queue 'email'" in error["message"]
+    status, _ = call_api(jobs_lambda, "DELETE", f"/jobs/{job}", route=route, caller=role("anyone"))
+    assert status == 200
+
+
+def test_a_caller_allowed_everywhere_is_not_charged_a_read(
+    deps: Dependencies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the default lists (the stack account may do everything) and a job
+    job = _job()
+    reads: list[str] = []
+    original = deps.jobs.get
+
+    def counted_get(job_id: str) -> Job:
+        reads.append(job_id)
+        return original(job_id)
+
+    monkeypatch.setattr(deps.jobs, "get", counted_get)
+    # When it is cancelled, Then authorization read nothing (the cancel is one conditional write)
+    status, _ = call_api(jobs_lambda, "DELETE", f"/jobs/{job}", route="/jobs/{job_id}")
+    assert status == 200 and reads == []

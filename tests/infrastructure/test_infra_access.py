@@ -1,0 +1,140 @@
+"""Per-queue access as the stack configures it: cdk.json's access lists and the construct's
+grant_* helpers, which set the IAM policy and the access list together (stacks/access.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk.assertions import Template
+
+from app import build_app
+from stacks.access import resource_path, routes_of
+from stacks.settings import SettingsError, SundialSettings
+from sundial.access import Permission
+from tests.infrastructure.synthesis import cdk_json_context
+
+pytestmark = pytest.mark.infra
+
+PARTNER_ACCOUNT = "210987654321"
+EMAIL_ACCESS = {"submit": [PARTNER_ACCOUNT], "admin": ["arn:aws:iam::123456789012:user/platform"]}
+API_FUNCTIONS = ("Submit", "Jobs", "Dags", "Workers", "Schedules", "Queues")
+
+
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, dict[str, Any]]:
+    """The app with `email` access declared in cdk.json, and two roles granted in code."""
+    context = cdk_json_context()
+    queues = context["sundial"]["queues"]
+    queues["email"] = {**queues["email"], "access": EMAIL_ACCESS}
+    app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    stack = build_app(app)
+    principal = iam.AccountRootPrincipal()
+    sender = iam.Role(stack, "EmailSender", assumed_by=principal)
+    operator = iam.Role(stack, "DefaultOperator", assumed_by=principal)
+    stack.sundial.grant_submit("email", sender)
+    stack.sundial.grant_control("default", operator)
+    with pytest.raises(ValueError, match="unknown queue 'nope'"):
+        stack.sundial.grant_read("nope", operator)
+    template = Template.from_stack(stack)
+    ids = {
+        name: _logical_id(stack, role)
+        for name, role in [("sender", sender), ("operator", operator)]
+    }
+    return template, ids
+
+
+def _logical_id(stack: cdk.Stack, construct: iam.Role) -> str:
+    resource = construct.node.default_child
+    assert isinstance(resource, cdk.CfnElement)
+    return stack.get_logical_id(resource)
+
+
+def _functions(template: Template) -> dict[str, Any]:
+    return dict(template.find_resources("AWS::Lambda::Function"))
+
+
+def _access_of(function: dict[str, Any]) -> Any:
+    return function["Properties"]["Environment"]["Variables"].get("SUNDIAL_ACCESS")
+
+
+def _policy_resources(template: Template, role_id: str) -> list[Any]:
+    resources: list[Any] = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        properties = policy["Properties"]
+        if {"Ref": role_id} not in properties["Roles"]:
+            continue
+        for statement in properties["PolicyDocument"]["Statement"]:
+            assert statement["Action"] == "execute-api:Invoke"
+            found = statement["Resource"]
+            resources += found if isinstance(found, list) else [found]
+    return resources
+
+
+def _path_of(arn: Any) -> str:
+    """The '/METHOD/path' tail of an execute-api ARN as CloudFormation joins it."""
+    parts = arn["Fn::Join"][1]
+    return str(parts[-1]).split("/", 1)[1].removeprefix("$default/")
+
+
+def test_only_the_api_functions_read_the_access_lists(
+    granted: tuple[Template, dict[str, Any]],
+) -> None:
+    template, _ = granted
+    for logical_id, function in _functions(template).items():
+        is_api = any(f"Functions{name}Function" in logical_id for name in API_FUNCTIONS)
+        assert (_access_of(function) is not None) is is_api, logical_id
+
+
+def test_a_grant_adds_the_role_to_the_queue_list_beside_cdk_json(
+    granted: tuple[Template, dict[str, Any]],
+) -> None:
+    template, ids = granted
+    submit = next(f for i, f in _functions(template).items() if "FunctionsSubmitFunction" in i)
+    rendered = json.dumps(_access_of(submit))
+    # cdk.json's lists are there, the granted roles' ARNs join them (resolved at deploy)
+    assert PARTNER_ACCOUNT in rendered and "user/platform" in rendered
+    assert json.dumps({"Fn::GetAtt": [ids["sender"], "Arn"]}) in rendered
+    assert json.dumps({"Fn::GetAtt": [ids["operator"], "Arn"]}) in rendered
+    # And `default`, open to the stack account before, keeps that beside its new operator
+    assert "stack-account" in rendered
+
+
+def test_a_grant_gives_invoke_on_exactly_the_routes_of_its_permission(
+    granted: tuple[Template, dict[str, Any]],
+) -> None:
+    template, ids = granted
+    sender_paths = sorted(_path_of(arn) for arn in _policy_resources(template, ids["sender"]))
+    assert sender_paths == sorted(f"{m}{p}" for m, p in routes_of(Permission.SUBMIT))
+    operator_paths = {_path_of(arn) for arn in _policy_resources(template, ids["operator"])}
+    assert operator_paths == {
+        f"{method}{path.replace('{job_id}', '*').replace('{dag_id}', '*')}".replace(
+            "{schedule_id}", "*"
+        )
+        for method, path in routes_of(Permission.CONTROL)
+    }
+
+
+def test_admin_routes_name_the_queue_in_the_path() -> None:
+    assert resource_path("/queues/{queue}/dead", "email") == "/queues/email/dead"
+    assert resource_path("/jobs/{job_id}/retry", "email") == "/jobs/*/retry"
+    assert ("GET", "/queues/{queue}/dead") in routes_of(Permission.ADMIN)
+    assert ("GET", "/queues/{queue}/dead") not in routes_of(Permission.READ)
+
+
+@pytest.mark.parametrize(
+    ("access", "message"),
+    [
+        ({"submit": ["everyone"]}, "'everyone' is not a principal"),
+        ({"submit": ["arn:aws:iam::123456789012:role/a*b"]}, "'*' may only end the name"),
+        ({"deploy": ["123456789012"]}, "deploy"),
+    ],
+)
+def test_a_bad_access_list_fails_synth_naming_it(access: dict[str, Any], message: str) -> None:
+    context = cdk_json_context()["sundial"]
+    context["queues"]["email"] = {**context["queues"]["email"], "access": access}
+    with pytest.raises(SettingsError, match=message):
+        SundialSettings.from_context(context)
