@@ -52,6 +52,7 @@ class Running:
     emulator: str
     startup_s: float
     env: dict[str, str]
+    banner: list[str]
 
 
 def _start(
@@ -82,12 +83,15 @@ def running(
     started = time.monotonic()
     process = _start(synthesized, tmp_path, api_port, emulator_port)
     assert process.stdout is not None
+    banner: list[str] = []
     for line in process.stdout:
         if line.startswith("SUNDIAL_READY"):
             break
+        banner.append(line.rstrip("\n"))
     else:
         pytest.fail(f"the local runtime exited with {process.wait()} before it was ready")
     ready = Running(
+        banner=banner,
         process=process,
         api=f"http://127.0.0.1:{api_port}",
         emulator=f"http://127.0.0.1:{emulator_port}",
@@ -213,10 +217,11 @@ def test_cancel_and_errors_over_http(running: Running) -> None:
 
 def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> None:
     # Given cdk.json declares no access lists: the emulator account may do everything
-    status, job = _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": 3600})
+    body = {"queue": "email", "delay_seconds": 3600}
+    status, job = _http("POST", f"{running.api}/jobs", body, timeout=60)  # maybe a cold start
     assert status == 201
     own_role = "arn:aws:iam::123456789012:role/anything"
-    assert _http("GET", f"{running.api}/jobs/{job['id']}", caller=own_role)[0] == 200
+    assert _http("GET", f"{running.api}/jobs/{job['id']}", timeout=60, caller=own_role)[0] == 200
     # When another account's role calls, Then it is refused, naming the queue and permission
     foreign = "arn:aws:iam::210987654321:role/intruder"
     status, error = _http("DELETE", f"{running.api}/jobs/{job['id']}", caller=foreign)
@@ -306,14 +311,39 @@ def test_a_busy_port_names_the_variable_to_change(
     assert "SUNDIAL_EMULATOR_PORT" in output
 
 
-def test_ctrl_c_stops_everything(synthesized: Synthesized, tmp_path: Path) -> None:
-    process = _start(synthesized, tmp_path, _free_port(), _free_port())
+def _until_ready(process: subprocess.Popen[str]) -> None:
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("SUNDIAL_READY"):
-            break
+            return
+    pytest.fail(f"the local runtime exited with {process.wait()} before it was ready")
+
+
+def test_ctrl_c_stops_everything_quietly_and_a_restart_may_reuse_the_ports(
+    synthesized: Synthesized, tmp_path: Path
+) -> None:
+    api_port, emulator_port = _free_port(), _free_port()
+    process = _start(synthesized, tmp_path, api_port, emulator_port)
+    _until_ready(process)
+    # A request leaves the API's connection in TIME-WAIT after the stop
+    _http("GET", f"http://127.0.0.1:{api_port}/queues/email", timeout=60)  # a cold start
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=20) == 0
+    rest, _ = process.communicate(timeout=20)
+    assert process.returncode == 0
+    assert "Traceback" not in rest and "BrokenPipeError" not in rest, rest
+    # And started again at once on the same ports, it starts
+    again = _start(synthesized, tmp_path, api_port, emulator_port)
+    _until_ready(again)
+    again.send_signal(signal.SIGINT)
+    assert again.wait(timeout=20) == 0
+
+
+def test_the_banner_off_a_terminal_is_plain_and_copy_paste_safe(running: Running) -> None:
+    text = "\n".join(running.banner)
+    assert not set("╭╮╰╯│─") & set(text), text
+    submit = next(line for line in running.banner if "curl -s -X POST" in line)
+    assert "-d '{" in submit and submit.rstrip().endswith("}'")  # one whole command
+    assert "make demo" in text and "make report" in text and "X-Sundial-Caller" in text
 
 
 def _worker(running: Running, log: Path, *options: str) -> subprocess.Popen[str]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
+import sundial
+from sundial.api.authorization import ROUTE_RULES
 from sundial.api.openapi import configured_queues, openapi_json
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,3 +81,18 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         for method, operation in ops.items():
             assert "400" in operation["responses"], (path, method)
             assert "422" not in operation["responses"], (path, method)
+
+
+def test_the_document_version_is_the_package_version() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    document = json.loads(COMMITTED.read_text())
+    assert document["info"]["version"] == pyproject["project"]["version"] == sundial.__version__
+
+
+def test_every_operation_states_its_permission_and_its_403() -> None:
+    document = json.loads(COMMITTED.read_text())
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            rule = ROUTE_RULES[(method.upper(), path)]
+            assert operation["x-sundial-permission"] == rule.permission.value
+            assert "403" in operation["responses"]

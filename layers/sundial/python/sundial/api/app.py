@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from sundial import __version__
 from sundial.api.authorization import authorization_middleware, check_every_route_has_a_rule
 from sundial.api.body import BoundedHttpEvent
 from sundial.api.models import ErrorBody, FieldError
@@ -27,7 +28,7 @@ from sundial.errors import (
 )
 
 API_TITLE = "Sundial"
-API_VERSION = "1.0.0"
+API_VERSION = __version__
 
 _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     InvalidInput: HTTPStatus.BAD_REQUEST,
@@ -138,6 +139,11 @@ class JsonApiResolver(APIGatewayHttpResolver):
         return super().resolve(event, context)
 
 
+def _on_no_route(_: Exception) -> Response[str]:
+    """An unknown path or method: the same error shape as every other answer."""
+    return error_response(HTTPStatus.NOT_FOUND, ErrorBody(message="no such route", errors=[]))
+
+
 def build_resolver(*routers: Router) -> APIGatewayHttpResolver:
     app = JsonApiResolver(enable_validation=True)
     for router in routers:
@@ -148,4 +154,5 @@ def build_resolver(*routers: Router) -> APIGatewayHttpResolver:
     register: Callable[[Any], Callable[[Any], Any]] = app.exception_handler
     register(RequestValidationError)(_on_invalid_request)
     register(list(_STATUS_OF))(_on_domain_error)
+    app.not_found(_on_no_route)
     return app

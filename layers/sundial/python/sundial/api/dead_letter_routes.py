@@ -67,13 +67,14 @@ def browse_dead_letters(  # noqa: PLR0917 - Powertools passes query parameters b
 @dead_letters_router.post(
     "/queues/<queue>/dead/replay",
     summary="Replay dead letters",
-    description="Re-queues the dead jobs among the queue's dead letters, all of them or those "
-    "in a time range or of an error type, and removes their letters. Repeating a replay never "
-    "runs a job twice: a job that is no longer dead is skipped.",
+    description="Re-queues the dead jobs among the queue's dead letters, all of them (no body, "
+    "or {}) or those in a time range or of an error type, and removes their letters. "
+    "Repeating a replay never runs a job twice: a job that is no longer dead is skipped.",
     tags=["dead letters"],
     responses={200: _documented(ReplayResult, "Replayed"), 400: _INVALID, 404: _UNKNOWN_QUEUE},
 )
-def replay_dead_letters(queue: QueueName, request: ReplayRequest) -> ReplayResult:
+def replay_dead_letters(queue: QueueName, request: ReplayRequest | None = None) -> ReplayResult:
+    request = request or ReplayRequest()  # no body: every dead letter, as with {}
     outcome = dependencies().dead_letters.replay(queue, request.which(), limit=request.limit)
     metrics.add_metric(
         name="DeadLettersReplayed", unit=MetricUnit.Count, value=len(outcome.replayed)

@@ -24,7 +24,10 @@ class JobSummary(BaseModel):
     id: str
     queue: str
     status: Status
-    run_at: str = Field(description="Due time, RFC 3339 UTC")
+    run_at: str = Field(
+        description="When it runs, RFC 3339 UTC: its due time, or for a retried job when the "
+        "retry re-queued it"
+    )
     priority: Priority
     created_at: str
 
@@ -34,7 +37,7 @@ class JobSummary(BaseModel):
             id=job.id,
             queue=job.queue,
             status=job.status,
-            run_at=to_rfc3339(job.due_ms),
+            run_at=to_rfc3339(job.retried_at_ms or job.due_ms),
             priority=job.priority,
             created_at=to_rfc3339(job.created_at_ms),
         )
@@ -69,6 +72,8 @@ class JobDetail(JobSummary):
     next_attempt_at: str | None = Field(default=None, description="When a failed job retries")
     cancelled_at: str | None = None
     paused_at: str | None = Field(default=None, description="When a paused job was paused")
+    due_at: str = Field(description="The time it was submitted to run at (its id encodes it)")
+    retried_at: str | None = Field(default=None, description="When a retry last re-queued it")
     schedule_id: str | None = Field(
         default=None, description="The schedule this job is an occurrence of, if any"
     )
@@ -94,6 +99,8 @@ class JobDetail(JobSummary):
             next_attempt_at=_time(job.next_attempt_at_ms),
             cancelled_at=_time(job.cancelled_at_ms),
             paused_at=_time(job.paused_at_ms),
+            due_at=to_rfc3339(job.due_ms),
+            retried_at=_time(job.retried_at_ms),
             schedule_id=job.schedule_id,
             result=json.loads(job.result_json) if job.result_json is not None else None,
             last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,

@@ -132,8 +132,9 @@ def retry_job(job_id: JobId) -> JobSummary:
 @jobs_router.delete(
     "/jobs/<job_id>",
     summary="Cancel a job",
-    description="Succeeds while the job is pending, queued or failed, and again if it is "
-    "already cancelled. A queued job's message may still reach its consumer, which skips it.",
+    description="Succeeds while the job is pending, queued, failed, blocked (a DAG node) or "
+    "paused, and again if it is already cancelled. A queued job's message may still reach "
+    "its consumer, which skips it.",
     tags=["jobs"],
     responses={
         200: _documented(Cancelled, "Cancelled"),

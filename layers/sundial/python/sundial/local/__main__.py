@@ -23,7 +23,7 @@ from rich.live import Live
 from sundial.local.gateway import DEFAULT_CALLER
 from sundial.local.runtime import LocalConfig, LocalRuntime, PortInUse
 from sundial.local.template import TemplateError
-from sundial.local.view import banner, live_group
+from sundial.local.view import banner, banner_lines, live_group
 
 
 def config_from_env() -> LocalConfig:
@@ -67,20 +67,23 @@ def main() -> int:
         return 2
     startup_s = time.monotonic() - started
     log_hint = f"tail -f {config.log_path}" if config.log_path else None
-    header = banner(runtime, log_hint)
     try:
         if console.is_terminal:
             dynamodb = runtime.session.client("dynamodb", endpoint_url=config.emulator_url)
             sqs = runtime.session.client("sqs", endpoint_url=config.emulator_url)
+            console.print(banner(runtime, log_hint))
             console.print(f"started in {startup_s:.1f} s")
             with Live(
-                live_group(runtime, dynamodb, sqs, header), console=console, refresh_per_second=2
+                live_group(runtime, dynamodb, sqs),
+                console=console,
+                refresh_per_second=2,
             ) as live:
                 while not stopping:
                     time.sleep(0.5)
-                    live.update(live_group(runtime, dynamodb, sqs, header))
+                    live.update(live_group(runtime, dynamodb, sqs))
         else:
-            console.print(header)
+            # Plain lines, never wrapped: commands stay copy-paste safe in a log or a pipe.
+            print("Sundial is running locally", *banner_lines(runtime, log_hint), sep="\n")
             # Parsable lines for scripts and tests that start the runtime.
             ready = f"api={config.api_url} emulator={config.emulator_url} startup_s={startup_s:.2f}"
             print(f"SUNDIAL_READY {ready}", flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -151,7 +152,11 @@ class _Container:
             self.start()
         assert self._conn is not None
         request_id = str(uuid.uuid4())
-        self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
+        try:
+            self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
+        except OSError:  # BrokenPipeError: the process died between calls (or is stopping)
+            self.stop()
+            raise InvocationError("Runtime.ExitError", "the function's process exited") from None
         # Allow for a cold start on top of the function's own timeout.
         if not self._conn.poll(self.spec.timeout_s + 30):
             self.stop()  # Lambda kills a timed-out container; the next call starts anew
@@ -188,6 +193,9 @@ def _serve(
     spec: FunctionSpec, environment: dict[str, str], conn: Connection, log: Path | None
 ) -> None:
     """The 'container': load the handler like the Lambda Python runtime, then serve calls."""
+    # Ctrl-C reaches the whole process group; the runtime stops its containers itself, so a
+    # container ignores it rather than dying mid-call with a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(environment)
     if log is not None:

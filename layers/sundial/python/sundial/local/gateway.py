@@ -108,12 +108,13 @@ class Gateway:
             if route.method == request.command and match:
                 break
         else:
-            return 404, {"Content-Type": "application/json"}, b'{"message":"Not Found"}'
+            message = f"no route {request.command} {split.path}"
+            return 404, {"Content-Type": "application/json"}, _error(message)
         caller = request.headers.get(CALLER_HEADER) or self.default_caller
         try:
             identity = caller_iam(caller)
         except ValueError as error:
-            return 403, {"Content-Type": "application/json"}, _message(str(error))
+            return 403, {"Content-Type": "application/json"}, _error(str(error))
         event = _http_api_event(request, route, split.path, split.query, body, match.groupdict())
         event["requestContext"]["authorizer"] = {"iam": identity}
         try:
@@ -164,8 +165,9 @@ def _invoke_logged(host: FunctionHost, event: Any) -> None:
         log.error("async invoke of %s failed: %s", host.spec.name, error)
 
 
-def _message(text: str) -> bytes:
-    return json.dumps({"message": text}).encode()
+def _error(text: str) -> bytes:
+    """The API's error shape (sundial.api.models.ErrorBody)."""
+    return json.dumps({"message": text, "errors": []}).encode()
 
 
 def caller_iam(caller: str) -> dict[str, Any]:

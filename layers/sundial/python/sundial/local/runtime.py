@@ -55,6 +55,8 @@ class LocalConfig:
 
 def check_port_free(host: str, port: int, variable: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the servers bind: a port a previous run left in TIME-WAIT is free to use again.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as error:

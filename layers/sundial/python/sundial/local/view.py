@@ -16,30 +16,45 @@ from sundial.model.dag import dag_status
 from sundial.model.job import Status
 
 
-def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:
+def banner_lines(runtime: LocalRuntime, log_hint: str | None) -> list[str]:
+    """What is running and how to use it, one command per line (copy-paste safe)."""
     api, emulator = runtime.config.api_url, runtime.config.emulator_url
     queues = runtime.job_queue_urls()
     example_queue = "demo" if "demo" in queues else sorted(queues)[0]
     example = {"queue": example_queue, "delay_seconds": 10, "payload": {"hello": "world"}}
     lines = [
-        f"[bold]API[/]       {api}",
-        f"[bold]Emulator[/]  {emulator}   (moto; state is in memory and gone on exit)",
-        f"[bold]Queues[/]    {', '.join(sorted(queues))}",
+        f"API       {api}",
+        f"Emulator  {emulator}   (moto; state is in memory and gone on exit)",
+        f"Queues    {', '.join(sorted(queues))}",
         "",
-        "[bold]Submit[/]",
-        f"  curl -s -X POST {api}/jobs -H 'content-type: application/json' \\",
-        f"    -d '{json.dumps(example)}'",
-        "[bold]Get[/] (use the id from the answer)",
+        "Submit:",
+        f"  curl -s -X POST {api}/jobs -H 'content-type: application/json' "
+        f"-d '{json.dumps(example)}'",
+        "Get (the id from the answer):",
         f"  curl -s {api}/jobs/JOB_ID",
-        "[bold]Receive[/] from a queue with the AWS CLI",
-        "  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1 \\",
-        f"  aws --endpoint-url {emulator} sqs receive-message --wait-time-seconds 20 \\",
-        f"    --queue-url {queues.get('default', queues[example_queue])}",
+        "Act as another caller (per-queue access):",
+        f"  curl -s {api}/jobs/JOB_ID -H 'X-Sundial-Caller: arn:aws:iam::210987654321:role/x'",
+        "Receive from a queue with the AWS CLI:",
+        "  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION=us-east-1 "
+        f"aws --endpoint-url {emulator} sqs receive-message --wait-time-seconds 20 "
+        f"--queue-url {queues.get('default', queues[example_queue])}",
+        "More, from another terminal:",
+        "  make demo     # a realistic mix of jobs, schedules and a DAG",
+        "  make report   # the job history report (local Spark)",
     ]
     if log_hint:
-        lines += ["", f"[bold]Logs[/]      {log_hint}"]
+        lines += ["", f"Logs      {log_hint}"]
     lines += ["", "Ctrl-C stops everything."]
-    return Panel("\n".join(lines), title="Sundial is running locally", expand=False)
+    return lines
+
+
+def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:
+    """The banner in a box, for a terminal (long commands wrap inside it)."""
+    text = Text("\n".join(banner_lines(runtime, log_hint)))
+    for word in ("API", "Emulator", "Queues", "Logs"):
+        text.highlight_regex(rf"^{word}\b", "bold")
+    text.highlight_regex(r"^[A-Z][^\n]*:$", "bold")
+    return Panel(text, title="Sundial is running locally", expand=False)
 
 
 class TableCounts:
@@ -111,15 +126,17 @@ def status_table(runtime: LocalRuntime, table_counts: TableCounts, sqs: Any) -> 
     return table
 
 
-def live_group(runtime: LocalRuntime, dynamodb: Any, sqs: Any, header: Panel) -> Group:
+def live_group(runtime: LocalRuntime, dynamodb: Any, sqs: Any) -> Group:
+    """The live part: the tables alone, so they fit a small terminal (the banner is printed
+    once above them)."""
     note = Text(
         "consumed = handled by the queue's consumer Lambda (event source mapping)", style="dim"
     )
     counts = TableCounts(runtime, dynamodb)
-    parts: list[Any] = [header, status_table(runtime, counts, sqs), note]
+    parts: list[Any] = [status_table(runtime, counts, sqs), note]
     if counts.dags:
         parts.append(dag_table(counts))
     return Group(*parts)
 
 
-__all__ = ["Console", "banner", "live_group"]
+__all__ = ["Console", "banner", "banner_lines", "live_group"]

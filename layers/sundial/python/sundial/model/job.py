@@ -133,6 +133,8 @@ class Job(Keyed):
     paused_at_ms: int | None = None
     # When an API call (a resume, a catch-up) last took the job to send it itself (direct).
     resumed_at_ms: int | None = None
+    # When POST /jobs/{id}/retry (or a dead-letter replay) last re-queued it to run now.
+    retried_at_ms: int | None = None
     # An occurrence of a recurring schedule (sundial.model.schedule). `chained`: its successor is
     # decided and written, so no sweep needs to advance the schedule from it again.
     schedule_id: str | None = None

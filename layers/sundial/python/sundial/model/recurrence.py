@@ -91,6 +91,24 @@ class RateRecurrence:
         return self.anchor_ms + steps * self.period_ms
 
 
+_CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week", "second")
+
+
+def _cron_problem(expression: str, fields: list[str]) -> str:
+    """Which field croniter refuses, named (its own message only repeats the expression)."""
+    for index, part in enumerate(fields):
+        alone = ["*"] * len(fields)
+        alone[index] = part
+        try:
+            croniter(" ".join(alone))
+        except (CroniterError, ValueError):
+            return (
+                f"'{expression}' is not a valid cron expression: the {_CRON_FIELDS[index]} "
+                f"field '{part}' is not a value, range, list or step that field allows"
+            )
+    return f"'{expression}' is not a valid cron expression (its fields do not go together)"
+
+
 @dataclass(frozen=True, slots=True)
 class CronRecurrence:
     expression: str
@@ -106,11 +124,17 @@ class CronRecurrence:
                 f"'{expression}' has {len(fields)} fields; use 5 (minute hour day-of-month "
                 "month day-of-week) or 6 (the same, then seconds)",
             )
+        if len(fields) == 6 and "?" in (fields[2], fields[4]):
+            five = " ".join(part.replace("?", "*") for part in fields[:5])
+            raise InvalidInput(
+                field,
+                f"'{expression}' looks like an EventBridge cron (with a year and '?'); Sundial "
+                f"reads standard cron, 5 fields: write '{five}'",
+            )
         try:
             expanded = croniter(" ".join(fields)).expanded
-        except (CroniterError, ValueError) as error:
-            reason = f"'{expression}' is not a valid cron expression: {error}"
-            raise InvalidInput(field, reason) from None
+        except (CroniterError, ValueError):
+            raise InvalidInput(field, _cron_problem(expression, fields)) from None
         if len(fields) == 6:
             _check_seconds(expanded[5], field)
         return cls(" ".join(fields), tz)

@@ -85,8 +85,19 @@ class JobService:
         after that each job has its own result (a Submitted, or the error for that job).
         `correlation_id`: the submitting request's id, kept with each job (Job.correlation_id)."""
         now = self._clock.now_ms()
+        first_with_key: dict[tuple[str, str], int] = {}
         for index, request in enumerate(requests):
-            self.check(request, now, f"{field_prefix}[{index}]." if field_prefix else "")
+            prefix = f"{field_prefix}[{index}]." if field_prefix else ""
+            self.check(request, now, prefix)
+            if request.idempotency_key is not None:
+                # Two jobs of one call with one key would race each other for it.
+                first = first_with_key.setdefault((request.queue, request.idempotency_key), index)
+                if first != index:
+                    raise InvalidInput(
+                        f"{prefix}idempotency_key",
+                        f"repeats {field_prefix}[{first}]'s key on queue '{request.queue}': "
+                        "each job of a batch needs a key of its own",
+                    )
         paused = self.paused_queues(
             {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
         )

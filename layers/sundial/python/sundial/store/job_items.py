@@ -60,6 +60,7 @@ def job_to_item(job: Job) -> Item:
         ("retry_attempt", job.retry_attempt),
         ("paused_at", job.paused_at_ms),
         ("resumed_at", job.resumed_at_ms),
+        ("retried_at", job.retried_at_ms),
     ):
         if value is not None:
             item[name] = num_attr(value)
@@ -201,6 +202,7 @@ def item_to_job(item: Item) -> Job:
         dag=_dag_from_item(item),
         paused_at_ms=opt_int(item, "paused_at"),
         resumed_at_ms=opt_int(item, "resumed_at"),
+        retried_at_ms=opt_int(item, "retried_at"),
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
         correlation_id=item["correlation_id"]["S"] if "correlation_id" in item else None,
