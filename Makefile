@@ -21,17 +21,20 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements.lock pyproject.toml
+	@echo "==> [1/3] Python packages into $(VENV) (first run: a few minutes; later runs skip this)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
+	@echo "==> [2/3] the CDK CLI (npm ci)"
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The dependencies layer: the pinned runtime deps, as wheels for the Lambda platform.
 $(LAMBDA_DEPS)/.installed: requirements-lambda.lock $(VENV)/.installed
+	@echo "==> [3/3] the Lambda dependencies layer ($(LAMBDA_PLATFORM), Python $(LAMBDA_PYTHON_VERSION))"
 	rm -rf $(LAMBDA_DEPS)
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
 		--platform $(LAMBDA_PLATFORM) --python-version $(LAMBDA_PYTHON_VERSION) \
@@ -50,6 +53,7 @@ lint: $(VENV)/.installed ## ruff + mypy
 
 .PHONY: synth
 synth: deps ## Synthesize the CDK app into cdk.out (offline)
+	@echo "==> cdk synth (offline, with cdk-nag)"
 	$(CDK) synth --quiet
 
 .PHONY: cfn-lint

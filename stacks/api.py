@@ -100,6 +100,7 @@ class JobsApi(Construct):
             self._add_routes(
                 integrations.HttpLambdaIntegration("Queues", queues),
                 {
+                    "/queues": [get],
                     "/queues/{queue}": [get],
                     "/queues/{queue}/pause": [post],
                     "/queues/{queue}/resume": [post],

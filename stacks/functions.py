@@ -13,7 +13,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from stacks.access import ENV_ACCESS, AccessLists
-from stacks.grants import LEASE, grant_queue, grant_send
+from stacks.grants import LEASE, QUEUE_DEPTH, grant_queue, grant_send
 from stacks.job_table import grant_read_queue_states
 from stacks.log_groups import operational_log_group
 from stacks.nag import acknowledge
@@ -226,7 +226,7 @@ class JobFunctions(Construct):
         self._add_api_functions(table, job_queues)
         self._add_dispatch(settings, table, job_queues)
         self._add_runners(table, queues, dead_letter_queues, priority_queues, job_queues)
-        self._add_schedules_and_queues(table, job_queues)
+        self._add_schedules_and_queues(table, job_queues, list(dead_letter_queues.values()))
         self.example_consumer = (
             self._function(
                 "example_consumer",
@@ -420,7 +420,10 @@ class JobFunctions(Construct):
             grant_send(queue, self.dead_letter_indexer)
 
     def _add_schedules_and_queues(
-        self, table: dynamodb.ITable, job_queues: Sequence[sqs.IQueue]
+        self,
+        table: dynamodb.ITable,
+        job_queues: Sequence[sqs.IQueue],
+        dead_letter_queues: Sequence[sqs.IQueue],
     ) -> None:
         """schedules: put and update schedules, query their runs (and read the runs' jobs), put
         an occurrence and its run record, and send occurrences due within the direct window.
@@ -454,6 +457,9 @@ class JobFunctions(Construct):
         # its catch-up meets an occurrence of a schedule paused meanwhile.
         table.grant(self.schedules, "dynamodb:ConditionCheckItem")
         table.grant(self.queue_control, "dynamodb:ConditionCheckItem")
+        # GET /queues: each queue's depth (its queue, priority queue and DLQ), read-only.
+        for queue in [*job_queues, *dead_letter_queues]:
+            grant_queue(queue, self.queue_control, QUEUE_DEPTH)
 
 
 def _common_environment(

@@ -1,9 +1,11 @@
 """SQS grants of exactly the actions Sundial's code (or Lambda's poller) uses.
 
 CDK's queue.grant_send_messages and grant_consume_messages (and SqsEventSource, which calls the
-latter) also grant sqs:GetQueueAttributes and sqs:GetQueueUrl: Sundial never calls them (queue
-URLs come from the environment), so they are left out. The least-privilege test
-(tests/infrastructure/test_least_privilege.py) proves each action here is used.
+latter) also grant sqs:GetQueueAttributes and sqs:GetQueueUrl to every sender and consumer:
+Sundial never calls GetQueueUrl (queue URLs come from the environment), and only GET /queues
+reads attributes (QUEUE_DEPTH, granted to the queues function alone), so they are left out.
+The least-privilege test (tests/infrastructure/test_least_privilege.py) proves each action
+here is used.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ LEASE = ("sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage
 # What Lambda's SQS poller needs on the function's role (AWS Lambda developer guide, "Using
 # Lambda with Amazon SQS": the execution role permissions).
 POLL = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+# GET /queues reads each queue's approximate message counts.
+QUEUE_DEPTH = ("sqs:GetQueueAttributes",)
 # The consumer SDK's heartbeat extends a running job's visibility.
 HEARTBEAT = ("sqs:ChangeMessageVisibility",)
 

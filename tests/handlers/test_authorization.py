@@ -122,6 +122,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/jobs/{job_id}/ack"): Case(lambda: (f"/jobs/{_job()}/ack", LEASE)),
     ("POST", "/jobs/{job_id}/nack"): Case(lambda: (f"/jobs/{_job()}/nack", LEASE)),
     ("POST", "/queues/{queue}/lease"): Case(lambda: ("/queues/email/lease", {"wait": 0})),
+    ("GET", "/queues"): Case(lambda: ("/queues", None)),
     ("GET", "/queues/{queue}"): Case(lambda: ("/queues/email", None)),
     ("POST", "/queues/{queue}/pause"): Case(lambda: ("/queues/email/pause", None)),
     ("POST", "/queues/{queue}/resume"): Case(lambda: ("/queues/email/resume", None)),
@@ -151,6 +152,8 @@ CASES: dict[tuple[str, str], Case] = {
     ),
 }
 ROUTES = sorted(CASES)
+# Listings name no queue: they show only the queues the caller has the permission on.
+LISTINGS = {("GET", "/queues")}
 
 
 def _call(route: tuple[str, str], caller: str | None) -> tuple[int, Any]:
@@ -189,7 +192,10 @@ def test_every_route_in_openapi_has_a_rule_and_a_case() -> None:
     assert routes == set(ROUTE_RULES) == set(CASES)
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=[" ".join(r) for r in ROUTES])
+DENIABLE = [route for route in ROUTES if route not in LISTINGS]
+
+
+@pytest.mark.parametrize("route", DENIABLE, ids=[" ".join(r) for r in DENIABLE])
 def test_a_caller_without_the_permission_gets_403_and_nothing_changes(
     access: None, route: tuple[str, str]
 ) -> None:
@@ -237,6 +243,18 @@ def test_a_request_without_an_identity_gets_403_and_nothing_changes(
     )
     assert status == 403 and "no IAM caller identity" in error["message"]
     assert _state() == before
+
+
+def test_a_listing_shows_only_the_queues_the_caller_may_read(access: None) -> None:
+    def listed(caller: str) -> list[str]:
+        status, body = call_api(queues_lambda, "GET", "/queues", caller=caller)
+        assert status == 200, body
+        return [queue["queue"] for queue in body["queues"]]
+
+    assert listed(HOLDER[Permission.READ]) == ["email"]
+    assert listed(HOLDER[Permission.SUBMIT]) == []  # submits to email, cannot read it
+    assert listed(PLATFORM) == ["default", "email"]
+    assert listed(role("anyone", OTHER_ACCOUNT)) == []
 
 
 def test_admin_has_every_permission(access: None) -> None:

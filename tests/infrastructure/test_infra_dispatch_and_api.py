@@ -23,6 +23,7 @@ ROUTES = {
     "GET /schedules/{schedule_id}/runs": "schedules",
     "POST /schedules/{schedule_id}/pause": "schedules",
     "POST /schedules/{schedule_id}/resume": "schedules",
+    "GET /queues": "queues",
     "GET /queues/{queue}": "queues",
     "POST /queues/{queue}/pause": "queues",
     "POST /queues/{queue}/resume": "queues",

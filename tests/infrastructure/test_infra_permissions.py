@@ -17,7 +17,7 @@ BASELINE = {
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",
 }
-# Sending (SendMessage and SendMessageBatch); nothing reads queue metadata (stacks/grants.py).
+# Sending (SendMessage and SendMessageBatch); only GET /queues reads queue metadata.
 SEND = {"sqs:SendMessage"}
 # A worker's lease, heartbeat and ack/nack.
 LEASE = {"sqs:ReceiveMessage", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage"}
@@ -87,8 +87,9 @@ EXPECTED = {
     # Schedules and queue control: read and write schedules, runs and queue states, query a
     # schedule's runs (or a shard's range, to catch a queue up), and send what is due soon.
     "schedules": API_TABLE | CONDITION_CHECK | SEND,
-    # (a resume's catch-up parks an occurrence of a schedule paused meanwhile: ConditionCheck)
-    "queues": API_TABLE | CONDITION_CHECK | SEND,
+    # (a resume's catch-up parks an occurrence of a schedule paused meanwhile: ConditionCheck;
+    # GET /queues reads each queue's depth: GetQueueAttributes)
+    "queues": API_TABLE | CONDITION_CHECK | SEND | {"sqs:GetQueueAttributes"},
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
     "example_consumer": POLL | HEARTBEAT | SEND | CONSUMER_TABLE | QUEUE_STATES,
 }

@@ -358,6 +358,7 @@ def _queues_and_dispatch(world: World) -> None:
     )
     world.api("queues", "POST", "/queues/default/pause", f"{QUEUE}/pause")
     world.api("queues", "GET", "/queues/default", QUEUE)
+    world.api("queues", "GET", "/queues", "/queues")  # every queue's depth (SQS) and dead letters
     world.api("submit", "POST", "/jobs", "/jobs", {"queue": "default", "delay_seconds": 0})
     # A schedule on the paused queue (its occurrence due now is held for the catch-up), then
     # paused itself by its first step only: the resume's catch-up parks that occurrence.

@@ -53,6 +53,7 @@ class Running:
     startup_s: float
     env: dict[str, str]
     banner: list[str]
+    log: Path
 
 
 def _start(
@@ -92,6 +93,7 @@ def running(
         pytest.fail(f"the local runtime exited with {process.wait()} before it was ready")
     ready = Running(
         banner=banner,
+        log=tmp_path / "functions.log",
         process=process,
         api=f"http://127.0.0.1:{api_port}",
         emulator=f"http://127.0.0.1:{emulator_port}",
@@ -229,6 +231,17 @@ def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> No
     assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "pending"
     # And a header that names no IAM identity is a 403 too
     assert _http("GET", f"{running.api}/jobs/{job['id']}", caller="bob")[0] == 403
+
+
+def test_every_line_of_the_functions_log_is_json(running: Running) -> None:
+    # Given some traffic, a failing request among it
+    _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": 60}, timeout=60)
+    _http("GET", f"{running.api}/queues/email", timeout=60)
+    # Then every line the functions wrote is one JSON object (warnings and tracebacks too)
+    lines = [line for line in running.log.read_text().splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        assert isinstance(json.loads(line), dict), line
 
 
 def _unknown_id() -> str:

@@ -73,13 +73,16 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/schedules/{schedule_id}/runs", "get"),
         ("/schedules/{schedule_id}/pause", "post"),
         ("/schedules/{schedule_id}/resume", "post"),
+        ("/queues", "get"),
         ("/queues/{queue}", "get"),
         ("/queues/{queue}/pause", "post"),
         ("/queues/{queue}/resume", "post"),
     }
     for path, ops in document["paths"].items():
         for method, operation in ops.items():
-            assert "400" in operation["responses"], (path, method)
+            takes_input = "parameters" in operation or "requestBody" in operation
+            # A route that reads nothing from the request (GET /queues) cannot answer 400.
+            assert ("400" in operation["responses"]) is takes_input, (path, method)
             assert "422" not in operation["responses"], (path, method)
 
 

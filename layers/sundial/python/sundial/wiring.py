@@ -42,6 +42,7 @@ from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
 from sundial.store.sweeps import SweepStore
+from sundial.transport.depths import QueueDepths
 from sundial.transport.receiver import SQS_MAX_WAIT_S, QueueReceiver
 from sundial.transport.sender import QueueSender
 
@@ -169,6 +170,15 @@ class Dependencies:
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
             rng=self._random(),
+        )
+
+    @cached_property
+    def queue_depths(self) -> QueueDepths:
+        return QueueDepths(
+            self._client("sqs"),
+            self.settings.queue_urls,
+            self.settings.priority_queue_urls,
+            self.settings.dead_letter_urls,
         )
 
     @cached_property

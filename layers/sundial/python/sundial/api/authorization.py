@@ -14,7 +14,7 @@ go stale before the write). An unknown id answers 404 as it would without the ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,12 @@ from sundial.wiring import Dependencies, dependencies
 # Where a route's queue(s) come from: its validated arguments (path parameters and body model)
 # and, for routes addressed by id, the item they name.
 QueueLocator = Callable[[dict[str, Any], Dependencies], Iterable[str]]
+
+
+def _no_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    """A listing: it names no queue, and shows only those the caller has the permission on
+    (the route asks `permitted_queues`)."""
+    return []
 
 
 def _path_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
@@ -101,6 +107,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/jobs/{job_id}/ack"): _job(_WORK),
     ("POST", "/jobs/{job_id}/nack"): _job(_WORK),
     ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _path_queue),
+    ("GET", "/queues"): RouteRule(_READ, _no_queue),
     ("GET", "/queues/{queue}"): RouteRule(_READ, _path_queue),
     ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _path_queue),
     ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _path_queue),
@@ -164,3 +171,13 @@ def authorization_middleware(app: ApiGatewayResolver, next_middleware: NextMiddl
         caller = Caller.from_request_context(context)
         authorize(caller, rule, app.context.get("_route_args", {}))
     return next_middleware(app)
+
+
+def permitted_queues(event: Mapping[str, Any], permission: Permission) -> list[str]:
+    """The deployment's queues the caller of `event` has `permission` on: what a listing
+    route shows (the middleware has already refused a request with no caller)."""
+    caller = Caller.from_request_context(event.get("requestContext") or {})
+    if caller is None:
+        return []
+    settings = dependencies().settings
+    return [q for q in sorted(settings.queue_urls) if settings.access.allows(caller, permission, q)]

@@ -10,9 +10,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
+from sundial.access import Permission
+from sundial.api.authorization import permitted_queues
 from sundial.api.models import ErrorBody, JobSummary
 from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
 from sundial.clock import to_rfc3339
+from sundial.services.queues import DEAD_LETTER_COUNT_CAP, QueueOverview
 from sundial.store.queue_states import QueueState
 from sundial.wiring import dependencies
 
@@ -84,6 +87,70 @@ class QueueDetail(BaseModel):
             catching_up=state.catching_up,
             dispatched=dispatched,
         )
+
+
+class MessageCounts(BaseModel):
+    visible: int = Field(description="Ready to be received")
+    in_flight: int = Field(description="Received by a consumer, not yet deleted")
+    delayed: int = Field(description="Sent ahead with DelaySeconds, not visible yet")
+
+
+class QueueSummary(BaseModel):
+    queue: str
+    paused: bool
+    paused_at: str | None
+    catching_up: bool
+    messages: MessageCounts = Field(
+        description="In the queue's SQS queue and priority queue (SQS's approximate counts)"
+    )
+    dead_letters: int = Field(
+        description=f"Dead letters to browse (GET /queues/{{queue}}/dead), counted up to "
+        f"{DEAD_LETTER_COUNT_CAP}"
+    )
+    dead_letters_capped: bool = Field(description="There are more dead letters than counted")
+    dead_letter_queue_messages: int | None = Field(
+        description="In the DLQ, not yet indexed (the indexer drains it within seconds)"
+    )
+
+    @classmethod
+    def of(cls, overview: QueueOverview) -> QueueSummary:
+        detail = QueueDetail.of(overview.state)
+        depth = overview.messages
+        return cls(
+            queue=detail.queue,
+            paused=detail.paused,
+            paused_at=detail.paused_at,
+            catching_up=detail.catching_up,
+            messages=MessageCounts(
+                visible=depth.visible, in_flight=depth.in_flight, delayed=depth.delayed
+            ),
+            dead_letters=overview.dead_letters,
+            dead_letters_capped=overview.dead_letters_capped,
+            dead_letter_queue_messages=overview.dead_letter_queue_messages,
+        )
+
+
+class QueueList(BaseModel):
+    queues: list[QueueSummary]
+
+
+@queues_router.get(
+    "/queues",
+    summary="List queues",
+    description="Every queue the caller may read, with its state, its SQS depth and its dead "
+    "letters. Pending (not yet dispatched) jobs are not counted: a count kept per queue would "
+    "cost a write per job.",
+    tags=["queues"],
+    responses={200: _documented(QueueList, "The queues the caller may read, by name")},
+)
+def list_queues() -> QueueList:
+    deps = dependencies()
+    overviews = deps.queue_control.overview(
+        permitted_queues(queues_router.current_event, Permission.READ),
+        depths=deps.queue_depths,
+        dead_letters=deps.dead_letter_store,
+    )
+    return QueueList(queues=[QueueSummary.of(overview) for overview in overviews])
 
 
 @queues_router.get(

@@ -5,6 +5,7 @@ timeout. Each container serves one call at a time; concurrent calls get more con
 from __future__ import annotations
 
 import importlib.util
+import json
 import multiprocessing
 import os
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 import traceback
 import uuid
+import warnings
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -189,6 +191,27 @@ class _Context:
         return max(0, int((self._deadline - time.time()) * 1000))
 
 
+def _log_json(spec: FunctionSpec, request_id: str, level: str, message: str, detail: str) -> None:
+    """One JSON line, like the functions' own Powertools lines, so the log stays parsable."""
+    line = {
+        "level": level,
+        "location": "local runtime",
+        "message": message,
+        "function_name": spec.name,
+        "function_request_id": request_id,
+        "detail": detail,
+    }
+    print(json.dumps(line), flush=True)
+
+
+def _warning_as_json(spec: FunctionSpec) -> Any:
+    def show(message: Any, category: Any, filename: str, lineno: int, *_: Any) -> None:
+        text = f"{category.__name__}: {message} ({filename}:{lineno})"
+        _log_json(spec, "", "WARNING", str(message), text)
+
+    return show
+
+
 def _serve(
     spec: FunctionSpec, environment: dict[str, str], conn: Connection, log: Path | None
 ) -> None:
@@ -196,6 +219,8 @@ def _serve(
     # Ctrl-C reaches the whole process group; the runtime stops its containers itself, so a
     # container ignores it rather than dying mid-call with a KeyboardInterrupt traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Python warnings (e.g. Powertools' "No application metrics to publish") as JSON lines too.
+    warnings.showwarning = _warning_as_json(spec)
     os.environ.clear()
     os.environ.update(environment)
     if log is not None:
@@ -227,5 +252,5 @@ def _serve(
             result = handler(event, _Context(spec, request_id, deadline))
             conn.send(("ok", result))
         except Exception as error:
-            traceback.print_exc()
+            _log_json(spec, request_id, "ERROR", "handler failed", traceback.format_exc())
             conn.send(("error", {"errorType": type(error).__name__, "errorMessage": str(error)}))

@@ -11,10 +11,12 @@ from sundial.errors import QueueNotFound
 from sundial.ids import JobKey, due_sk_bound, shard_pk
 from sundial.model.job import Job, Status
 from sundial.services.release import Releaser
+from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueState, QueueStateStore
 from sundial.store.sweeps import SweepStore
 from sundial.timing import DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
+from sundial.transport.depths import QueueDepth, QueueDepths
 
 # A submit may read the clock a little before the pause lands (clocks of different Lambdas
 # agree to well within this); jobs due from this long before the pause are caught up.
@@ -112,6 +114,21 @@ class CatchUp:
         return len(outcome.sent)
 
 
+# GET /queues counts each queue's indexed dead letters up to this many (a count reads them).
+DEAD_LETTER_COUNT_CAP = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOverview:
+    """One queue at a glance: its state, its SQS depth, and its dead letters."""
+
+    state: QueueState
+    messages: QueueDepth
+    dead_letters: int  # indexed (GET /queues/{queue}/dead lists them), counted up to a cap
+    dead_letters_capped: bool  # there are more than `dead_letters`
+    dead_letter_queue_messages: int | None  # in the DLQ, not yet indexed
+
+
 @dataclass(frozen=True, slots=True)
 class QueueView:
     state: QueueState
@@ -146,6 +163,27 @@ class QueueControl:
     def get(self, queue: str) -> QueueState:
         self._check(queue)
         return self._states.get(queue)
+
+    def overview(
+        self, queues: Collection[str], *, depths: QueueDepths, dead_letters: DeadLetterStore
+    ) -> list[QueueOverview]:
+        """`queues` (those the caller may read) in name order: one query for every queue's
+        state, then per queue one SQS read per queue (and priority queue and DLQ) and a capped
+        count of its dead-letter index."""
+        states = self._states.all()
+        overviews = []
+        for name in sorted(set(queues) & self._queues):
+            counted, capped = dead_letters.count(name, cap=DEAD_LETTER_COUNT_CAP)
+            overviews.append(
+                QueueOverview(
+                    state=states.get(name) or QueueState(name=name),
+                    messages=depths.messages(name),
+                    dead_letters=counted,
+                    dead_letters_capped=capped,
+                    dead_letter_queue_messages=depths.dead_letter_messages(name),
+                )
+            )
+        return overviews
 
     def pause(self, queue: str) -> QueueState:
         """Stop dispatching the queue's jobs. Pausing a paused queue changes nothing."""

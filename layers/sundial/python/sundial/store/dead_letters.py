@@ -99,6 +99,28 @@ class DeadLetterStore(TableAdapter):
         last = response.get("LastEvaluatedKey")
         return letters, (last["sk"]["S"] if last else None)
 
+    def count(self, queue: str, *, cap: int) -> tuple[int, bool]:
+        """How many letters the queue has, counting at most `cap`, and whether more remain: a
+        COUNT query still reads (and is charged for) the items it counts, so a huge index is
+        not read whole. A page stops at 1 MB, so large letters take several pages."""
+        counted, after = 0, None
+        while counted < cap:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": dead_pk(queue)}},
+                "Select": "COUNT",
+                "Limit": cap - counted,
+            }
+            if after is not None:
+                request["ExclusiveStartKey"] = after
+            response = self._db.query(**request)
+            counted += int(response.get("Count", 0))
+            after = response.get("LastEvaluatedKey")
+            if after is None:
+                return counted, False
+        return counted, True
+
     def scan_range(
         self, queue: str, *, from_sk: str, to_sk: str, error_type: str | None
     ) -> Iterator[DeadLetter]:
