@@ -16,13 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "sundial" / "python" 
 
 # Lowest floor first.
 FLOORS: list[set[str]] = [
-    {"clock", "errors", "ids", "retry", "settings", "timing"},  # shared basics: one room
+    {"access", "clock", "errors", "ids", "retry", "settings", "timing"},  # shared basics: one room
     {"model"},  # what a job, DAG and schedule are; no AWS
     {"store", "transport", "history"},  # DynamoDB, SQS, S3
     {"services"},  # the use cases behind the API
     {"dispatch", "runs"},  # the timer path; one attempt wherever it runs
     {"wiring"},  # the composition root
-    {"api", "consumer", "worker"},  # the HTTP adapter; the SDK's public faces
+    {"api", "consumer", "worker", "client"},  # the HTTP adapter; the SDK's public faces
     {"local"},  # the local runtime (not in the Lambda layer)
 ]
 BASICS = FLOORS[0]

@@ -1,0 +1,536 @@
+"""`sundial`: the command line of the Sundial API, on sundial.client.
+
+sundial jobs submit --queue email --in 10m --payload @job.json
+sundial jobs get JOB_ID --json | jq .status
+sundial dead replay email --since 2026-11-21T00:00:00Z
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from pydantic import BaseModel
+
+from sundial.client.client import ReplayProgress, SundialClient
+from sundial.client.errors import (
+    ApiUnreachable,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ServerError,
+    SundialError,
+)
+from sundial.client.models import DagDetail, DeadLetterView, RunsPage
+from sundial.client.transport import LOCAL_API, Transport
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # any other refusal
+EXIT_USAGE = 2  # argparse's own code for a bad command line
+EXIT_INVALID = 3
+EXIT_NOT_FOUND = 4
+EXIT_CONFLICT = 5
+EXIT_FORBIDDEN = 6
+EXIT_UNAVAILABLE = 7
+
+_EXIT_CODES: list[tuple[type[SundialError], int]] = [
+    (InvalidRequest, EXIT_INVALID),
+    (PayloadTooLarge, EXIT_INVALID),
+    (NotFound, EXIT_NOT_FOUND),
+    (Conflict, EXIT_CONFLICT),
+    (Forbidden, EXIT_FORBIDDEN),
+    (RateLimited, EXIT_UNAVAILABLE),
+    (ServerError, EXIT_UNAVAILABLE),
+    (ApiUnreachable, EXIT_UNAVAILABLE),
+]
+
+EPILOG = f"""\
+API: --api URL, else $SUNDIAL_API, else the local runtime ({LOCAL_API}, `make run`).
+HTTPS URLs are SigV4-signed with your AWS credentials (the standard chain); failed requests
+are retried with backoff where repeating them is safe (submits carry an idempotency key).
+
+Output: tables for people; --json prints the API's JSON (one object per line for lists).
+
+Exit codes:
+  0  ok
+  1  any other error
+  2  usage: a bad command line, payload or file
+  3  invalid: the API refused the request (400, 413), naming each field
+  4  not found (404): no such job, schedule, DAG or queue
+  5  conflict (409): not in a state that allows it, e.g. cancelling a running job
+  6  forbidden (403): your identity lacks the permission on the queue
+  7  unavailable: throttled (429), a server error (5xx) or no answer, after the retries
+"""
+
+_DURATION = re.compile(r"(\d+)([smhd]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+class UsageError(Exception):
+    """A command line that parses but cannot be used (a payload that is not JSON...)."""
+
+
+def parse_duration(text: str) -> int:
+    """`90`, `90s`, `10m`, `1h30m`, `2d` as seconds."""
+    compact = text.strip().lower()
+    if not compact or _DURATION.sub("", compact):
+        raise UsageError(f"--in: {text!r} is not a duration like 90s, 10m, 1h30m or 2d")
+    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION.findall(compact))
+
+
+def read_json(value: str, what: str) -> Any:
+    """JSON given inline, or `@file.json`, or `@-` for standard input."""
+    if value.startswith("@"):
+        name = value[1:]
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text()
+        except OSError as error:
+            raise UsageError(f"{what}: cannot read {name}: {error.strerror}") from error
+    else:
+        text = value
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"{what}: not JSON ({error}); give JSON or @file.json") from error
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+class Output:
+    """Tables for people (rich if installed, plain columns otherwise), or JSON for scripts."""
+
+    def __init__(self, *, as_json: bool, stdout: IO[str], stderr: IO[str]) -> None:
+        self.as_json = as_json
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def item(self, model: BaseModel, title: str) -> None:
+        if self.as_json:
+            self.line(model.model_dump_json())
+            return
+        fields = model.model_dump(mode="json", exclude_none=True)
+        rows = [[key, _text(value)] for key, value in fields.items() if not _is_empty(value)]
+        self.table(title, ["field", "value"], rows)
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stdout, flush=True)
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        try:
+            from rich.console import Console  # noqa: PLC0415 - optional: plain text without it
+            from rich.table import Table  # noqa: PLC0415
+        except ImportError:
+            self._plain_table(title, columns, rows)
+            return
+        table = Table(title=title, title_justify="left")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        Console(file=self.stdout, width=max(100, _terminal_width())).print(table)
+
+    def _plain_table(
+        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]
+    ) -> None:
+        widths = [max(len(str(c)), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+        self.line(title)
+        for row in [list(columns), *rows]:
+            self.line("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+    def error(self, error: SundialError) -> None:
+        if self.as_json:
+            body = {
+                "status": error.status,
+                "message": error.message,
+                "errors": [e.model_dump() for e in error.errors],
+            }
+            print(json.dumps(body), file=self.stderr)
+            return
+        status = f" ({error.status})" if error.status is not None else ""
+        print(f"error{status}: {error.message}", file=self.stderr)
+        for field_error in error.errors:
+            print(f"  {field_error.field}: {field_error.reason}", file=self.stderr)
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 100
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _is_empty(value: Any) -> bool:
+    return value in ([], {})
+
+
+# -- commands -------------------------------------------------------------------------------
+
+Command = Callable[[SundialClient, argparse.Namespace, Output], None]
+
+
+def _jobs_submit(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    if args.at is not None and args.delay is not None:
+        raise UsageError("give --in or --at, not both")
+    job = client.submit(
+        args.queue,
+        read_json(args.payload, "--payload") if args.payload is not None else None,
+        run_at=args.at,
+        delay_seconds=parse_duration(args.delay) if args.delay is not None else None,
+        priority=args.priority,
+        max_attempts=args.max_attempts,
+        idempotency_key=args.idempotency_key,
+    )
+    out.item(job, "job submitted")
+
+
+def _by_id(action: str, kind: str) -> Command:
+    """A command that calls `client.<action>(args.id)` and shows what it returns."""
+
+    def run(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+        result = getattr(client, action)(args.id)
+        if isinstance(result, DagDetail):
+            _show_dag(result, out)
+        else:
+            out.item(result, f"{kind} {args.id}")
+
+    return run
+
+
+def _show_dag(dag: DagDetail, out: Output) -> None:
+    if out.as_json:
+        out.line(dag.model_dump_json())
+        return
+    summary = dag.model_dump(mode="json", exclude={"nodes"}, exclude_none=True)
+    out.table(f"dag {dag.id}", ["field", "value"], [[k, _text(v)] for k, v in summary.items()])
+    rows = [
+        [name, node.status, node.queue, ", ".join(node.depends_on), str(node.attempts), node.id]
+        for name, node in dag.nodes.items()
+    ]
+    out.table("nodes", ["node", "status", "queue", "depends on", "attempts", "job id"], rows)
+
+
+def _schedules_create(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    schedule = client.create_schedule(
+        args.queue,
+        cron=args.cron,
+        rate=args.rate,
+        timezone=args.timezone,
+        payload=read_json(args.payload, "--payload") if args.payload is not None else None,
+        name=args.name,
+        priority=args.priority,
+        max_attempts=args.max_attempts,
+        start_at=args.start_at,
+        end_at=args.end_at,
+        misfire=args.misfire,
+        idempotency_key=args.idempotency_key,
+    )
+    out.item(schedule, "schedule created")
+
+
+def _schedules_runs(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    page: RunsPage = client.schedule_runs(args.id, limit=args.limit, before=args.before)
+    if out.as_json:
+        out.line(page.model_dump_json())
+        return
+    rows = [
+        [
+            run.scheduled_for.isoformat(),
+            run.outcome,
+            run.status or "",
+            str(run.attempts or 0),
+            run.job_id,
+        ]
+        for run in page.runs
+    ]
+    out.table(f"runs of {args.id}", ["scheduled for", "outcome", "status", "attempts", "job"], rows)
+    if page.next_before is not None:
+        out.line(f"older runs: --before {page.next_before.isoformat()}")
+
+
+def _dags_submit(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    spec = read_json(args.spec, "DAG")
+    if not isinstance(spec, dict) or "nodes" not in spec or "name" not in spec:
+        raise UsageError('the DAG must be an object with "name" and "nodes" (the POST /dags body)')
+    nodes = spec.pop("nodes")
+    name = spec.pop("name")
+    known = {"on_failure", "parent_results", "run_at", "delay_seconds"}
+    if unknown := set(spec) - known:
+        raise UsageError(f"the DAG has unknown fields: {', '.join(sorted(unknown))}")
+    _show_dag(client.submit_dag(name, nodes, **spec), out)
+
+
+def _dead_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    letters = client.dead_letters(
+        args.queue, since=args.since, until=args.until, error_type=args.error_type
+    )
+    rows: list[list[str]] = []
+    for count, letter in enumerate(letters, start=1):
+        if out.as_json:
+            out.line(letter.model_dump_json())
+        else:
+            rows.append(_letter_row(letter))
+        if args.limit is not None and count >= args.limit:
+            break
+    if not out.as_json:
+        out.table(
+            f"dead letters of {args.queue}: {len(rows)}",
+            ["dead at", "job id", "attempt", "error type", "message"],
+            rows,
+        )
+
+
+def _letter_row(letter: DeadLetterView) -> list[str]:
+    attempt = str(letter.attempt) if letter.attempt is not None else ""
+    return [
+        letter.dead_at.isoformat(),
+        letter.job_id or "",
+        attempt,
+        letter.error_type,
+        letter.message[:80],
+    ]
+
+
+def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    on_terminal = out.stderr.isatty()
+
+    def show(progress: ReplayProgress) -> None:
+        text = (
+            f"replayed {progress.replayed:,}  skipped {progress.skipped:,}  "
+            f"unreplayable {progress.unreplayable:,}  ({progress.requests} requests)"
+        )
+        if on_terminal:  # one line, rewritten in place
+            print(f"\r{text}", end="" if progress.more else "\n", file=out.stderr, flush=True)
+        else:
+            print(text, file=out.stderr, flush=True)
+
+    total = client.replay_dead_letters(
+        args.queue,
+        since=args.since,
+        until=args.until,
+        error_type=args.error_type,
+        limit=args.batch,
+        on_progress=None if args.quiet else show,
+    )
+    if out.as_json:
+        out.line(
+            json.dumps(
+                {
+                    "replayed": total.replayed,
+                    "skipped": total.skipped,
+                    "unreplayable": total.unreplayable,
+                    "requests": total.requests,
+                }
+            )
+        )
+    else:
+        out.line(
+            f"{total.replayed:,} jobs re-queued from {args.queue}'s dead letters "
+            f"({total.skipped:,} already replayed, {total.unreplayable:,} not Sundial envelopes)"
+        )
+
+
+def _dead_purge(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    result = client.purge_dead_letters(args.queue, args.older_than)
+    if out.as_json:
+        out.line(result.model_dump_json())
+    else:
+        out.line(f"{result.purged:,} dead letters of {args.queue} purged")
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument("--api", help=f"API base URL (default: $SUNDIAL_API, else {LOCAL_API})")
+    group.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    group.add_argument("--region", help="AWS region to sign for, for a custom domain")
+    group.add_argument(
+        "--caller", help="local runtime only: the identity to act as (X-Sundial-Caller)"
+    )
+    return common
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", required=True, help="a queue declared in cdk.json")
+    parser.add_argument("--payload", help="JSON, or @file.json, or @- for standard input")
+    parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
+    parser.add_argument("--max-attempts", type=int, help="1-100 (default: the queue's)")
+    parser.add_argument(
+        "--idempotency-key", help="a repeat with the same key returns the first (default: new)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="sundial",
+        description="Submit and manage Sundial jobs, schedules, DAGs, queues and dead letters.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    groups = parser.add_subparsers(dest="group", required=True, metavar="{jobs,schedules,...}")
+
+    def leaf(
+        sub: Any, name: str, command: Command, help_text: str, **kwargs: Any
+    ) -> argparse.ArgumentParser:
+        command_parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=help_text, description=help_text, parents=[common], **kwargs
+        )
+        command_parser.set_defaults(command=command)
+        return command_parser
+
+    def with_id(sub: Any, kind: str, actions: dict[str, tuple[str, str]]) -> None:
+        for name, (method, help_text) in actions.items():
+            leaf(sub, name, _by_id(method, kind), help_text).add_argument("id", help=f"{kind} id")
+
+    jobs = groups.add_parser("jobs", help="submit and control jobs").add_subparsers(
+        dest="action", required=True
+    )
+    submit = leaf(jobs, "submit", _jobs_submit, "submit a job (now, --in a delay, or --at a time)")
+    _job_options(submit)
+    submit.add_argument("--in", dest="delay", help="run after this delay: 90s, 10m, 1h30m, 2d")
+    submit.add_argument("--at", help="run at this time, RFC 3339: 2026-11-22T09:00:00Z")
+    with_id(
+        jobs,
+        "job",
+        {
+            "get": ("get_job", "show a job: status, attempts, times, result, errors"),
+            "cancel": ("cancel_job", "cancel a job; once it answers, the job never runs"),
+            "retry": ("retry_job", "re-queue a dead, failed or cancelled job to run now"),
+            "pause": ("pause_job", "hold a pending job until resumed"),
+            "resume": ("resume_job", "resume a paused job"),
+        },
+    )
+
+    schedules = groups.add_parser("schedules", help="recurring schedules").add_subparsers(
+        dest="action", required=True
+    )
+    create = leaf(schedules, "create", _schedules_create, "create a recurring schedule")
+    _job_options(create)
+    when = create.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="'0 6 * * 1-5' (5 fields; 6 with seconds last)")
+    when.add_argument("--rate", help="'5 minutes', '1 day' (10 seconds to 365 days)")
+    create.add_argument("--timezone", help="IANA name the cron is read in (default UTC)")
+    create.add_argument("--name")
+    create.add_argument("--start-at", help="RFC 3339: no occurrence before")
+    create.add_argument("--end-at", help="RFC 3339: no occurrence after")
+    create.add_argument("--misfire", choices=["fire_once", "skip"])
+    runs = leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
+    runs.add_argument("id", help="schedule id")
+    runs.add_argument("--limit", type=int, help="runs per page (default 20)")
+    runs.add_argument("--before", help="runs before this time (the next_before shown)")
+    with_id(
+        schedules,
+        "schedule",
+        {
+            "get": ("get_schedule", "show a schedule, its next run and last run"),
+            "pause": ("pause_schedule", "run no occurrence until resumed"),
+            "resume": ("resume_schedule", "resume; missed runs follow the misfire policy"),
+            "delete": ("delete_schedule", "delete; occurrences not yet due are cancelled"),
+        },
+    )
+
+    dags = groups.add_parser("dags", help="DAG workflows").add_subparsers(
+        dest="action", required=True
+    )
+    dag_submit = leaf(dags, "submit", _dags_submit, "submit a DAG (the POST /dags body)")
+    dag_submit.add_argument("spec", help='@dag.json (or inline JSON): {"name", "nodes", ...}')
+    with_id(
+        dags,
+        "dag",
+        {
+            "get": ("get_dag", "show a DAG and each node's status"),
+            "cancel": ("cancel_dag", "cancel every node not finished or running"),
+            "pause": ("pause_dag", "release no node until resumed"),
+            "resume": ("resume_dag", "release what became ready meanwhile"),
+        },
+    )
+
+    queues = groups.add_parser("queues", help="queue state").add_subparsers(
+        dest="action", required=True
+    )
+    for name, method, help_text in [
+        ("get", "get_queue", "whether a queue is paused"),
+        ("pause", "pause_queue", "hand nothing of the queue to SQS until resumed"),
+        ("resume", "resume_queue", "resume; what came due meanwhile is sent at once"),
+    ]:
+        leaf(queues, name, _by_id(method, "queue"), help_text).add_argument("id", metavar="queue")
+
+    dead = groups.add_parser("dead", help="a queue's dead letters").add_subparsers(
+        dest="action", required=True
+    )
+    listing = leaf(dead, "ls", _dead_ls, "list dead letters, oldest first (every page)")
+    replay = leaf(dead, "replay", _dead_replay, "re-queue the dead jobs, until none is left")
+    for command_parser in (listing, replay):
+        command_parser.add_argument("queue")
+        command_parser.add_argument("--since", help="RFC 3339: letters dead at or after")
+        command_parser.add_argument("--until", help="RFC 3339: letters dead before")
+        command_parser.add_argument("--error-type", help="only this error type")
+    listing.add_argument("--limit", type=int, help="show at most this many")
+    replay.add_argument("--batch", type=int, help="letters per request (1-500, default 500)")
+    replay.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    purge = leaf(dead, "purge", _dead_purge, "delete letters older than a time (jobs stay)")
+    purge.add_argument("queue")
+    purge.add_argument("--older-than", required=True, help="RFC 3339")
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    transport: Transport | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    """Run the command line; returns the exit code. `transport` replaces HTTP (tests)."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Output(as_json=args.json, stdout=stdout, stderr=stderr)
+    try:
+        client = SundialClient(
+            args.api, region=args.region, caller=args.caller, transport=transport
+        )
+        args.command(client, args, out)
+    except UsageError as error:
+        print(f"sundial: {error}", file=stderr)
+        return EXIT_USAGE
+    except SundialError as error:
+        out.error(error)
+        return next((code for kind, code in _EXIT_CODES if isinstance(error, kind)), EXIT_ERROR)
+    except (ValueError, RuntimeError) as error:  # a bad URL or time, no AWS credentials
+        print(f"sundial: {error}", file=stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def run() -> NoReturn:
+    """The console script."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:  # `sundial dead ls q | head`: the reader left; nothing to say
+        sys.stderr.close()
+        sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,251 @@
+"""What the Sundial API answers, as the client reads it.
+
+These mirror the response schemas of `openapi.json` field for field. They are defined here,
+not imported from `sundial.api.models`, because those are built from the server's own types
+(the job store, the lease service, the dead-letter filter) and importing them would load the
+server into every client. `tests/unit/client/test_models.py` compares each model's fields, the
+required ones and every enum with `openapi.json`, so the two cannot drift apart.
+
+Unknown fields are ignored: the API adds fields, never renames them, so an older client keeps
+working against a newer API. Times are parsed into timezone-aware datetimes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Status = Literal[
+    "pending", "queued", "running", "succeeded", "failed", "dead", "cancelled", "blocked", "paused"
+]
+Priority = Literal["critical", "high", "normal", "low"]
+DagStatus = Literal["running", "paused", "succeeded", "failed", "cancelled"]
+ScheduleState = Literal["active", "paused", "resuming", "deleted"]
+RunOutcome = Literal["fired", "skipped", "cancelled"]
+Misfire = Literal["fire_once", "skip"]
+OnFailure = Literal["cancel_descendants", "continue"]
+ParentResults = Literal["reference", "inline"]
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class JobSummary(ApiModel):
+    id: str
+    queue: str
+    status: Status
+    run_at: datetime
+    priority: Priority
+    created_at: datetime
+
+
+class AttemptErrorView(ApiModel):
+    attempt: int
+    at: datetime
+    error_type: str
+    message: str
+    traceback_head: str
+
+
+class JobDetail(JobSummary):
+    attempts: int
+    max_attempts: int
+    payload: JsonValue
+    idempotency_key: str | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    paused_at: datetime | None = None
+    schedule_id: str | None = None
+    result: JsonValue = None
+    last_error: AttemptErrorView | None = None
+    history: list[AttemptErrorView] = Field(default_factory=list)
+    dag_id: str | None = None
+    dag_node: str | None = None
+
+
+class Cancelled(ApiModel):
+    id: str
+    status: Status
+
+
+class FieldError(ApiModel):
+    field: str
+    reason: str
+
+
+class ErrorBody(ApiModel):
+    message: str
+    errors: list[FieldError] = Field(default_factory=list)
+
+
+class BatchItemResult(ApiModel):
+    index: int
+    status_code: int
+    job: JobSummary | None = None
+    error: ErrorBody | None = None
+
+
+class BatchResult(ApiModel):
+    results: list[BatchItemResult]
+
+
+class DeadLetterView(ApiModel):
+    queue: str
+    job_id: str | None
+    dead_at: datetime
+    attempt: int | None
+    error_type: str
+    message: str
+    envelope: JsonValue
+
+
+class DeadLetterPage(ApiModel):
+    items: list[DeadLetterView]
+    next_cursor: str | None
+
+
+class ReplayResult(ApiModel):
+    replayed: list[str]
+    skipped: int
+    unreplayable: int
+    more: bool
+
+
+class PurgeResult(ApiModel):
+    purged: int
+    more: bool
+
+
+class DagParent(ApiModel):
+    id: str
+    succeeded: bool = True
+    inlined: bool = False
+    result: JsonValue = None
+
+
+class DagContext(ApiModel):
+    id: str
+    name: str
+    node: str
+    parents: dict[str, DagParent] = Field(default_factory=dict)
+
+
+class Envelope(ApiModel):
+    """The job as a worker leases it: the same envelope a consumer Lambda reads from SQS."""
+
+    v: int = 1
+    id: str
+    queue: str
+    payload: JsonValue
+    run_at: datetime
+    attempt: int
+    max_attempts: int
+    priority: Priority
+    created_at: datetime
+    dag: DagContext | None = None
+    correlation_id: str | None = None
+
+
+class LeasedJobView(ApiModel):
+    job: Envelope
+    lease: str
+    lease_expires_at: datetime
+
+
+class LeaseResult(ApiModel):
+    jobs: list[LeasedJobView]
+
+
+class DagNodeView(ApiModel):
+    id: str
+    queue: str
+    status: Status
+    depends_on: list[str]
+    attempts: int
+    max_attempts: int
+    released_at: datetime | None = None
+    queued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    paused: bool = False
+    last_error: AttemptErrorView | None = None
+
+
+class DagDetail(ApiModel):
+    id: str
+    name: str
+    status: DagStatus
+    on_failure: OnFailure
+    parent_results: ParentResults
+    run_at: datetime
+    created_at: datetime
+    finished_at: datetime | None = None
+    counts: dict[str, int]
+    nodes: dict[str, DagNodeView]
+
+
+class RetryPolicy(ApiModel):
+    """Backoff between a job's attempts (None: the queue's default from cdk.json)."""
+
+    initial_delay_seconds: int | None = None
+    factor: float | None = None
+    max_delay_seconds: int | None = None
+
+
+class RunSummary(ApiModel):
+    scheduled_for: datetime
+    job_id: str
+    outcome: RunOutcome
+    decided_at: datetime
+
+
+class RunDetail(RunSummary):
+    status: Status | None
+    attempts: int | None = None
+    finished_at: datetime | None = None
+
+
+class RunsPage(ApiModel):
+    runs: list[RunDetail]
+    next_before: datetime | None
+
+
+class ScheduleDetail(ApiModel):
+    id: str
+    name: str | None
+    cron: str | None
+    rate: str | None
+    timezone: str
+    queue: str
+    payload: JsonValue
+    priority: Priority
+    max_attempts: int | None
+    retry: RetryPolicy | None
+    start_at: datetime | None
+    end_at: datetime | None
+    misfire: Misfire
+    state: ScheduleState
+    created_at: datetime
+    paused_at: datetime | None
+    next_run_at: datetime | None
+    last_run: RunSummary | None
+
+
+class Deleted(ApiModel):
+    id: str
+    state: ScheduleState
+
+
+class QueueDetail(ApiModel):
+    queue: str
+    paused: bool
+    paused_at: datetime | None
+    catching_up: bool
+    dispatched: int | None = None

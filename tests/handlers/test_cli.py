@@ -1,0 +1,143 @@
+"""The `sundial` CLI's main flows against the real API (the handlers in-process, under moto):
+output for people and for scripts, and the exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from sundial.client.cli import (
+    EXIT_CONFLICT,
+    EXIT_FORBIDDEN,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    main,
+    parse_duration,
+)
+from sundial.client.transport import ApiResponse
+from sundial.ids import JobKey
+from sundial.wiring import Dependencies
+from tests.inprocess_api import FailingFirst, InProcessApi
+from tests.support import DAILY_REPORT
+
+UNKNOWN_JOB = JobKey(shard=2, due_ms=1_800_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
+
+
+@pytest.fixture
+def api(deps: Dependencies) -> InProcessApi:
+    return InProcessApi()
+
+
+def sundial(api: InProcessApi, *argv: str) -> tuple[int, str, str]:
+    # Own streams: the handlers print their logs and metrics on the process's stdout.
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = main(list(argv), transport=api, stdout=stdout, stderr=stderr)
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def test_submit_in_ten_minutes_with_a_payload_file_then_get_and_cancel(
+    api: InProcessApi, tmp_path: Path
+) -> None:
+    payload = tmp_path / "job.json"
+    payload.write_text('{"to": "ada@example.com"}')
+    code, out, _ = sundial(
+        api, "jobs", "submit", "--queue", "email", "--in", "1h30m",
+        "--payload", f"@{payload}", "--priority", "high", "--json",
+    )  # fmt: skip
+    assert code == EXIT_OK
+    job = json.loads(out)
+    assert (job["queue"], job["status"], job["priority"]) == ("email", "pending", "high")
+
+    code, out, _ = sundial(api, "jobs", "get", job["id"])
+    assert code == EXIT_OK
+    assert job["id"] in out and "ada@example.com" in out and "pending" in out
+
+    assert sundial(api, "jobs", "cancel", job["id"])[0] == EXIT_OK
+    code, out, _ = sundial(api, "jobs", "get", job["id"], "--json")
+    assert json.loads(out)["status"] == "cancelled"
+    # A cancelled job cannot be paused: a conflict, with its own exit code
+    code, _, err = sundial(api, "jobs", "pause", job["id"])
+    assert code == EXIT_CONFLICT and "409" in err
+
+
+def test_exit_codes_name_what_went_wrong(api: InProcessApi) -> None:
+    code, _, err = sundial(api, "jobs", "submit", "--queue", "email", "--at", "soon")
+    assert code == EXIT_INVALID and "run_at:" in err
+    code, _, err = sundial(api, "jobs", "get", UNKNOWN_JOB, "--json")
+    assert code == EXIT_NOT_FOUND and json.loads(err)["status"] == 404
+    outsider = InProcessApi(caller="arn:aws:iam::210987654321:role/other")
+    assert sundial(outsider, "queues", "pause", "email")[0] == EXIT_FORBIDDEN
+    code, _, err = sundial(api, "jobs", "submit", "--queue", "q", "--payload", "{oops")
+    assert code == EXIT_USAGE and "--payload: not JSON" in err
+    with pytest.raises(SystemExit) as usage:
+        main(["jobs", "submit"], transport=api)
+    assert usage.value.code == EXIT_USAGE
+
+
+def test_a_server_that_stays_unavailable_exits_unavailable(
+    api: InProcessApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("time.sleep", lambda _: None)
+    down = FailingFirst(api, lambda: ApiResponse(503, {}, b'{"message": "retry"}'), 100)
+    code, _, err = sundial(down, "queues", "get", "email")  # type: ignore[arg-type]
+    assert code == EXIT_UNAVAILABLE and down.calls == 5 and "503" in err
+
+
+def test_schedules_dags_and_queues(api: InProcessApi, tmp_path: Path) -> None:
+    code, out, _ = sundial(
+        api, "schedules", "create", "--queue", "default", "--rate", "1 hour",
+        "--name", "hourly", "--json",
+    )  # fmt: skip
+    schedule = json.loads(out)
+    assert code == EXIT_OK and schedule["state"] == "active"
+    code, out, _ = sundial(api, "schedules", "runs", schedule["id"])
+    assert code == EXIT_OK and "fired" in out
+    assert sundial(api, "schedules", "pause", schedule["id"])[0] == EXIT_OK
+    assert sundial(api, "schedules", "delete", schedule["id"])[0] == EXIT_OK
+
+    spec = tmp_path / "dag.json"
+    spec.write_text(json.dumps(DAILY_REPORT))
+    code, out, _ = sundial(api, "dags", "submit", f"@{spec}")
+    assert code == EXIT_OK and "load_warehouse" in out and "blocked" in out
+    dag_id = next(line for line in out.splitlines() if "id" in line).split()[-2]
+    code, out, _ = sundial(api, "dags", "cancel", dag_id, "--json")
+    assert code == EXIT_OK and json.loads(out)["status"] == "cancelled"
+
+    code, out, _ = sundial(api, "queues", "pause", "email", "--json")
+    assert code == EXIT_OK and json.loads(out)["paused"] is True
+    assert sundial(api, "queues", "resume", "email")[0] == EXIT_OK
+
+
+def test_dead_ls_replay_and_purge(api: InProcessApi, deps: Dependencies) -> None:
+    from sundial.client import SundialClient  # noqa: PLC0415
+    from tests.handlers.test_client import _kill_through_a_worker  # noqa: PLC0415
+
+    ids = _kill_through_a_worker(SundialClient(transport=api), deps, 3)
+    code, out, _ = sundial(api, "dead", "ls", "default", "--json")
+    assert code == EXIT_OK
+    assert sorted(json.loads(line)["job_id"] for line in out.splitlines()) == sorted(ids)
+    code, out, _ = sundial(api, "dead", "ls", "default")
+    assert "dead letters of default: 3" in out
+
+    code, out, err = sundial(api, "dead", "replay", "default", "--batch", "2")
+    assert code == EXIT_OK
+    assert err.splitlines()[-1].startswith("replayed 3 ")  # progress, one line per request
+    assert len(err.splitlines()) == 2
+    assert "3 jobs re-queued" in out
+    code, out, _ = sundial(
+        api, "dead", "purge", "default", "--older-than", "2030-01-01T00:00:00Z", "--json"
+    )
+    assert code == EXIT_OK and json.loads(out) == {"purged": 0, "more": False}
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("2d", 172800)]
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
