@@ -44,6 +44,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/schedules/{schedule_id}/runs"): "schedules",
     ("POST", "/schedules/{schedule_id}/pause"): "schedules",
     ("POST", "/schedules/{schedule_id}/resume"): "schedules",
+    ("GET", "/queues"): "queues",
     ("GET", "/queues/{queue}"): "queues",
     ("POST", "/queues/{queue}/pause"): "queues",
     ("POST", "/queues/{queue}/resume"): "queues",

@@ -111,6 +111,10 @@ def test_schedules_dags_and_queues(api: InProcessApi, tmp_path: Path) -> None:
 
     code, out, _ = sundial(api, "queues", "pause", "email", "--json")
     assert code == EXIT_OK and json.loads(out)["paused"] is True
+    code, out, _ = sundial(api, "queues", "ls")
+    assert code == EXIT_OK and "queues: 2" in out and "paused" in out
+    code, out, _ = sundial(api, "queues", "ls", "--json")
+    assert [json.loads(line)["queue"] for line in out.splitlines()] == ["default", "email"]
     assert sundial(api, "queues", "resume", "email")[0] == EXIT_OK
 
 

@@ -242,6 +242,8 @@ def test_schedules_dags_and_queues(sundial: SundialClient) -> None:
 
     assert sundial.pause_queue("email").paused is True
     assert sundial.get_queue("email").paused is True
+    listed = {queue.queue: queue for queue in sundial.list_queues()}
+    assert sorted(listed) == ["default", "email"] and listed["email"].paused is True
     assert sundial.resume_queue("email").paused is False
 
 

@@ -293,6 +293,27 @@ def _dead_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
         )
 
 
+def _queues_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    queues = client.list_queues()
+    if out.as_json:
+        for queue in queues:
+            out.line(queue.model_dump_json())
+        return
+    rows = [
+        [
+            queue.queue,
+            "paused" if queue.paused else "running",
+            str(queue.messages.visible),
+            str(queue.messages.in_flight),
+            str(queue.messages.delayed),
+            f"{queue.dead_letters}{'+' if queue.dead_letters_capped else ''}",
+        ]
+        for queue in queues
+    ]
+    columns = ["queue", "state", "visible", "in flight", "delayed", "dead letters"]
+    out.table(f"queues: {len(rows)}", columns, rows)
+
+
 def _letter_row(letter: DeadLetterView) -> list[str]:
     attempt = str(letter.attempt) if letter.attempt is not None else ""
     return [
@@ -465,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     queues = groups.add_parser("queues", help="queue state").add_subparsers(
         dest="action", required=True
     )
+    leaf(queues, "ls", _queues_ls, "every queue you may read: state, depth, dead letters")
     for name, method, help_text in [
         ("get", "get_queue", "whether a queue is paused"),
         ("pause", "pause_queue", "hand nothing of the queue to SQS until resumed"),

@@ -59,6 +59,8 @@ from sundial.client.models import (
     Priority,
     PurgeResult,
     QueueDetail,
+    QueueList,
+    QueueSummary,
     ReplayResult,
     RetryPolicy,
     RunsPage,
@@ -349,6 +351,10 @@ class SundialClient:
         return self._post(DagDetail, f"/dags/{_segment(dag_id)}/resume")
 
     # -- queues -----------------------------------------------------------------------------
+
+    def list_queues(self) -> list[QueueSummary]:
+        """Every queue the caller may read: state, SQS depth, dead letters. Safe to repeat."""
+        return self._call(QueueList, "GET", "/queues", repeat=Repeat.SAFE).queues
 
     def get_queue(self, queue: str) -> QueueDetail:
         """Whether the queue is paused. Safe to repeat."""

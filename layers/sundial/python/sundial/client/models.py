@@ -61,6 +61,8 @@ class JobDetail(JobSummary):
     next_attempt_at: datetime | None = None
     cancelled_at: datetime | None = None
     paused_at: datetime | None = None
+    due_at: datetime
+    retried_at: datetime | None = None
     schedule_id: str | None = None
     result: JsonValue = None
     last_error: AttemptErrorView | None = None
@@ -249,3 +251,24 @@ class QueueDetail(ApiModel):
     paused_at: datetime | None
     catching_up: bool
     dispatched: int | None = None
+
+
+class MessageCounts(ApiModel):
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+class QueueSummary(ApiModel):
+    queue: str
+    paused: bool
+    paused_at: datetime | None
+    catching_up: bool
+    messages: MessageCounts
+    dead_letters: int
+    dead_letters_capped: bool
+    dead_letter_queue_messages: int | None
+
+
+class QueueList(ApiModel):
+    queues: list[QueueSummary]
