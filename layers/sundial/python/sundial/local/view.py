@@ -39,6 +39,7 @@ def banner_lines(runtime: LocalRuntime, log_hint: str | None) -> list[str]:
         f"aws --endpoint-url {emulator} sqs receive-message --wait-time-seconds 20 "
         f"--queue-url {queues.get('default', queues[example_queue])}",
         "More, from another terminal:",
+        "  .venv/bin/sundial queues ls   # the CLI (sundial --help); `pip install .` elsewhere",
         "  make demo     # a realistic mix of jobs, schedules and a DAG",
         "  make report   # the job history report (local Spark)",
     ]
