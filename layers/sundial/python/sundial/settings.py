@@ -9,6 +9,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sundial.quotas import QueueQuota, parse_quotas
 from sundial.retry import QueueRetryDefaults, parse_retry_defaults
 
 DEFAULT_SHARD_COUNT = 64
@@ -49,6 +50,9 @@ class Settings(EnvSettings):
     retention_days: int = Field(default=DEFAULT_RETENTION_DAYS, ge=1, le=MAX_RETENTION_DAYS)
     sweeper_function: str | None = None
     shards_per_sweeper: int = Field(default=DEFAULT_SHARDS_PER_SWEEPER, ge=1)
+    # The queues that declare a quota (sundial.quotas); the functions that create jobs from a
+    # client request (submit, dags, schedules) get SUNDIAL_QUOTAS, the others need none.
+    quotas: dict[str, QueueQuota] = Field(default_factory=dict)
 
     @field_validator("queue_urls", "dead_letter_urls", "priority_queue_urls", mode="before")
     @classmethod
@@ -59,6 +63,11 @@ class Settings(EnvSettings):
     @classmethod
     def _parse_retry(cls, value: object) -> object:
         return parse_retry_defaults(value) if isinstance(value, str) else value
+
+    @field_validator("quotas", mode="before")
+    @classmethod
+    def _parse_quotas(cls, value: object) -> object:
+        return parse_quotas(value) if isinstance(value, str) else value
 
     def retry_defaults_for(self, queue: str) -> QueueRetryDefaults:
         return self.retry_defaults.get(queue) or QueueRetryDefaults()
