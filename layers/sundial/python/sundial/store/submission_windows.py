@@ -1,7 +1,7 @@
 """Submission windows: how many jobs a rate-limited queue has admitted in one second of the
 clock, in the one table (see sundial.store for the layout).
 
-Item kind: ("quota#<queue>#<lane>", "<epoch second>") with `submitted` (jobs admitted in that
+Item kind: ("quota#<queue>#<lane>", "window#<epoch second>") with `submitted` (jobs admitted in that
 second on that lane) and `expires_at` (DynamoDB TTL: a window is never read once its second has
 passed, so it is left to expire a minute later). A window is taken with one conditional
 UpdateItem, `ADD submitted :n` only if the lane still has room for all n: the counter never
@@ -28,7 +28,8 @@ _THROTTLED = {
 
 
 def window_key(queue: str, lane: int, window_s: int) -> Item:
-    return {"pk": str_attr(f"{QUOTA_PREFIX}{queue}#{lane}"), "sk": str_attr(str(window_s))}
+    # The sort key starts with a letter: only a job's sort key starts with a digit (its due time).
+    return {"pk": str_attr(f"{QUOTA_PREFIX}{queue}#{lane}"), "sk": str_attr(f"window#{window_s}")}
 
 
 class SubmissionWindows(TableAdapter):
