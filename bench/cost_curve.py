@@ -15,7 +15,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.costs import DEFAULTS, CostOptions, SideQuantities, per_million
+from bench.costs import (
+    DEFAULTS,
+    CostOptions,
+    SideQuantities,
+    per_million,
+    quota_dollars_per_million,
+    quota_write_units_per_job,
+)
 
 SQS_BATCH = 10
 TICK_S = 60.0
@@ -85,6 +92,16 @@ class SundialVolumeModel:
     def dollars(self, jobs: int, options: CostOptions = DEFAULTS) -> dict[str, Any]:
         return per_million(self.sides(jobs), jobs, options.at(TICK_S))
 
+    def dollars_rate_limited(
+        self, jobs: int, jobs_per_request: int, options: CostOptions = DEFAULTS
+    ) -> dict[str, Any]:
+        """As `dollars`, with every job's queue rate-limited (issue 16): each request of
+        `jobs_per_request` jobs also counts them in its queue's submission window."""
+        sides = self.sides(jobs)
+        counter = SideQuantities(write_units=jobs * quota_write_units_per_job(jobs_per_request))
+        sides["schedule"] = sides["schedule"] + counter
+        return per_million(sides, jobs, options.at(TICK_S))
+
 
 class DyneinVolumeModel:
     """The Dynein-style baseline at any volume: its scheduler's invocations and one Query per
@@ -147,6 +164,7 @@ def cost_curve(
         "jobs_per_tick": load,
         "sundial_default": sundial.dollars(load),
         "sundial_high_volume": batched.dollars(load, HIGH_VOLUME),
+        "sundial_high_volume_rate_limited": batched.dollars_rate_limited(load, 25, HIGH_VOLUME),
         "sundial_batched_on_demand": batched.dollars(
             load, CostOptions(tracing="pass_through", log_level="WARNING")
         ),
@@ -161,4 +179,20 @@ def cost_curve(
             "log_level": HIGH_VOLUME.log_level,
         },
     }
-    return {"rows": rows, "design_load": design_load}
+    return {"rows": rows, "design_load": design_load, "quota": quota_costs()}
+
+
+def quota_costs() -> list[dict[str, Any]]:
+    """What a per-queue submission limit adds per million jobs (issue 16): one write unit per
+    request on a rate-limited queue, so per job 1 / the jobs per request; as deployed by
+    default (on demand) and in the high-volume configuration (provisioned)."""
+    return [
+        {
+            "submits": submits,
+            "jobs_per_request": per_request,
+            "write_units_per_job": quota_write_units_per_job(per_request),
+            "dollars_per_million_on_demand": quota_dollars_per_million(per_request),
+            "dollars_per_million_high_volume": quota_dollars_per_million(per_request, HIGH_VOLUME),
+        }
+        for submits, per_request in (("single submits", 1), ("batches of 25", 25))
+    ]

@@ -152,6 +152,25 @@ def per_million(
     return out
 
 
+# A rate-limited queue (issue 16, sundial.services.admission) counts each request's jobs in its
+# submission window with one conditional UpdateItem on an item well under 1 KB: one write unit
+# per request (per rate-limited queue in it), whatever the limit. A queue with no limit: none.
+QUOTA_WRITE_UNITS_PER_REQUEST = 1.0
+
+
+def quota_write_units_per_job(jobs_per_request: int) -> float:
+    """The submission counter's write units per job, for requests of this many jobs (a single
+    submit 1; a batch of 25, 1/25; a DAG, 1 per node count on each rate-limited queue)."""
+    return QUOTA_WRITE_UNITS_PER_REQUEST / jobs_per_request
+
+
+def quota_dollars_per_million(
+    jobs_per_request: int, options: CostOptions = DEFAULTS, prices: Prices = PRICES
+) -> float:
+    """What a rate limit adds per million jobs: its counter's writes, priced under `options`."""
+    return quota_write_units_per_job(jobs_per_request) * write_unit_price(options, prices) * MILLION
+
+
 def provisioned_break_even(prices: Prices = PRICES) -> float:
     """The average utilization above which provisioned writes cost less than on-demand ones."""
     return prices.dynamodb_wcu_hour / 3600 / prices.dynamodb_write_unit

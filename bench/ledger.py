@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,19 +56,25 @@ class LedgerPath:
     title: str
     drive: PathDriver
     most_jobs: int | None = None  # a cap on the profile's jobs (counts per job do not need more)
+    quotas: Mapping[str, Mapping[str, int]] | None = None  # the queues' quotas (SUNDIAL_QUOTAS)
 
 
 PATHS: list[LedgerPath] = []
 
 
 def ledger_path(
-    key: str, title: str, *, most_jobs: int | None = None
+    key: str,
+    title: str,
+    *,
+    most_jobs: int | None = None,
+    quotas: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Callable[[PathDriver], PathDriver]:
     """Register a path: `drive(system, jobs)` takes `jobs` jobs through it (at most
-    `most_jobs`: a path whose figures are per job and do not depend on the volume)."""
+    `most_jobs`: a path whose figures are per job and do not depend on the volume), on a
+    deployment whose queues declare `quotas`."""
 
     def register(drive: PathDriver) -> PathDriver:
-        PATHS.append(LedgerPath(key, title, drive, most_jobs))
+        PATHS.append(LedgerPath(key, title, drive, most_jobs, quotas))
         return drive
 
     return register
@@ -173,6 +179,33 @@ def delayed_with_idempotency_key(system: InProcessSundial, jobs: int) -> None:
         for number, job in enumerate(_delayed_jobs(system, jobs))
     ]
     ids = system.submit(keyed)
+    _sweep_then_run(system, ids)
+
+
+# Issue 16's per-queue submission limit: a rate-limited queue counts each request's jobs in its
+# window with one conditional write, whatever the limit (this one is never reached here).
+RATE_LIMITED = {"default": {"max_submissions_per_second": 100_000}}
+
+
+@ledger_path(
+    "rate_limited",
+    "Delayed job on a rate-limited queue (max_submissions_per_second), succeeds",
+    most_jobs=100,
+    quotas=RATE_LIMITED,
+)
+def delayed_rate_limited(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs))
+    _sweep_then_run(system, ids)
+
+
+@ledger_path(
+    "rate_limited_batch",
+    "Batch of 25 delayed jobs on a rate-limited queue, each succeeds",
+    most_jobs=100,
+    quotas=RATE_LIMITED,
+)
+def batch_rate_limited(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs), batch=True)
     _sweep_then_run(system, ids)
 
 
@@ -283,7 +316,7 @@ def job_statuses(system: InProcessSundial) -> dict[str, int]:
 
 def run_path(path: LedgerPath, config: BenchConfig, jobs: int) -> dict[str, Any]:
     jobs = min(jobs, path.most_jobs or jobs)
-    with InProcessSundial(config) as system:
+    with InProcessSundial(config, quotas=path.quotas) as system:
         charged = path.drive(system, jobs)
         metered = Metered.of(system, charged or jobs, job_statuses(system))
     return {"key": path.key, "title": path.title, **summarize(metered, config)}
@@ -437,6 +470,8 @@ def summarize(metered: Metered, config: BenchConfig, prices: Prices = PRICES) ->
             sum(c.write_units for c in writes if c.detail in PER_SHARD_DETAILS)
         ),
         "write_units_reported_by_moto": per_job(sum(c.reported_units for c in writes)),
+        # Of the job items' units: a rate-limited queue's submission windows (issue 16).
+        "write_units_quota": per_job(sum(c.write_units for c in writes if c.detail == "quota")),
         "write_requests": per_job(sum(c.items for c in writes)),
         "read_units": per_job(sum(c.read_units for c in reads)),
         "read_units_reported_by_moto": per_job(sum(c.reported_units for c in reads)),

@@ -301,6 +301,8 @@ class AwsMeter:
             return _PER_SHARD_SORT_KEYS[sort_key]
         if key.get("pk", {}).get("S", "").startswith("idem#"):
             return "idempotency"
+        if key.get("pk", {}).get("S", "").startswith("quota#"):
+            return "quota"  # a rate-limited queue's submission window (sundial.quotas)
         return "job"
 
     def _key_of_schema(self, table: str) -> list[str]:

@@ -41,6 +41,8 @@ SHORT_TITLES = {
     "dag_node": "DAG node (diamond)",
     "large_payload": "2 KB payload",
     "idempotent": "Idempotency key",
+    "rate_limited": "Rate-limited queue",
+    "rate_limited_batch": "Rate-limited, batch of 25",
 }
 
 
@@ -249,6 +251,7 @@ nodes."""
             if path is not None:
                 units = path["per_job"]["write_units_job_items"]
                 self.summary.append((what, f"{units:.2f}", "measured (no target set)", "—"))
+        self.summary += self._quota_summary(result)
         smallest = min(batching, key=lambda r: r["jobs_per_tick"])
         meets_at = [r for r in batching if r["sqs_requests_per_job"] <= DISPATCH_TARGET]
         batching_text = (
@@ -269,7 +272,7 @@ condition still charged; 1 read unit per started 4 KB strongly consistent, half 
 consistent, Query pages rounded as a whole), and shows moto's figure beside it.
 
 Each path takes {jobs} jobs (a payload of about 200 bytes; the 2 KB payload and idempotency
-key paths take {min(jobs, 100)}, their figures being per job) through the real Lambda handlers on
+key and rate-limited queue paths take {min(jobs, 100)}, their figures being per job) through the real Lambda handlers on
 moto: API Gateway HTTP API events into the submit and jobs handlers, the fan-out and the
 sweepers on a tick, and an SQS event source mapping (ReceiveMessage of up to 10, the consumer on
 Sundial's SDK, DeleteMessageBatch; Lambda's pollers make these calls and the account pays for
@@ -301,6 +304,8 @@ reported):
 {self._all_in_text(result, delayed)}
 
 {self._curve_text(result)}
+
+{self._quota_text(result)}
 
 **What it means.** A delayed job that succeeds first time costs
 {_n(q["write_units_job_items"])} write units on its own item (put, claim, running, success), which
@@ -412,6 +417,62 @@ side (no status tracking either).
             )
         return "".join(parts)
 
+    def _quota_measured(self, result: dict[str, Any]) -> dict[int, float]:
+        """{jobs per request: the submission counter's write units per job, as measured}."""
+        measured = {}
+        for key, per_request in (("rate_limited", 1), ("rate_limited_batch", 25)):
+            path = next((p for p in result["paths"] if p["key"] == key), None)
+            if path is not None:
+                measured[per_request] = path["per_job"].get("write_units_quota", 0.0)
+        return measured
+
+    def _quota_summary(self, result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+        quota = (result.get("cost_curve") or {}).get("quota")
+        measured = self._quota_measured(result)
+        if not quota or not measured:
+            return []
+        single, batch = quota
+        return [
+            (
+                "DynamoDB write units a queue's submission limit adds per job: single submits, "
+                "batches of 25 (measured; model)",
+                f"{_n(measured.get(1, 0.0))}, {_n(measured.get(25, 0.0), 3)}; "
+                f"{_n(single['write_units_per_job'])}, {_n(batch['write_units_per_job'], 3)} "
+                f"({_money(single['dollars_per_million_on_demand'])} and "
+                f"{_money(batch['dollars_per_million_on_demand'])} per million on demand)",
+                "one write per request, none on a queue with no limit",
+                _meets(
+                    abs(measured.get(1, 0.0) - single["write_units_per_job"]) < 1e-9
+                    and abs(measured.get(25, 0.0) - batch["write_units_per_job"]) < 1e-9
+                ),
+            )
+        ]
+
+    def _quota_text(self, result: dict[str, Any]) -> str:
+        quota = (result.get("cost_curve") or {}).get("quota")
+        if not quota:
+            return ""
+        measured = self._quota_measured(result)
+        rows = "\n".join(
+            f"| {q['submits']} | {_n(q['write_units_per_job'], 3)} | "
+            f"{_n(measured[q['jobs_per_request']], 3) if q['jobs_per_request'] in measured else '—'} | "
+            f"{_money(q['dollars_per_million_on_demand'])} | "
+            f"{_money(q['dollars_per_million_high_volume'])} |"
+            for q in quota
+        )
+        return f"""**Per-queue quotas** (issue 16). A queue that declares `max_submissions_per_second` counts
+each request's jobs in a one-second window with one conditional write (`bench/costs.py`,
+`quota_write_units_per_job`), so the limit costs one write unit per request, per job 1 over the
+jobs per request; `max_payload_bytes` and a queue with no limit cost nothing. The ledger's
+rate-limited paths measure it through the real handlers (the counter's units, column
+"measured"); the model prices it, as deployed by default (on demand) and in the high-volume
+configuration (provisioned at 70%); the design-load table above has it as a column. A refused
+request (429) costs that one write too, and nothing else.
+
+| submits | write units per job (model) | measured | $ per million jobs, on demand | $ per million, high-volume configuration |
+|---|---|---|---|---|
+{rows}"""
+
     def _curve_summary(self, result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         curve = result.get("cost_curve")
         if not curve:
@@ -485,6 +546,7 @@ the idle ticks."""
             ("sundial_default", "Sundial as deployed by default"),
             ("sundial_batched_on_demand", "batches, on demand, no tracing, WARNING logs"),
             ("sundial_high_volume", "**high-volume configuration**"),
+            ("sundial_high_volume_rate_limited", "high-volume, every queue rate-limited"),
             ("dynein_high_volume", "Dynein-style, same options"),
             ("eventbridge_high_volume", "EventBridge Scheduler, same consumer"),
         )

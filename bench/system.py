@@ -20,7 +20,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -176,11 +176,14 @@ class InProcessSundial:
         seed: int = 20261121,
         size_items: bool = True,
         hooks: Sequence[Callable[[boto3.Session], None]] = (),
+        quotas: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         """`size_items`: size every item a write touches (capacity units); off when only
         counts matter, which halves the work moto does. `hooks`: each is given the session
-        the handlers use before any client is made from it (clients copy its event hooks)."""
+        the handlers use before any client is made from it (clients copy its event hooks).
+        `quotas`: queues' quotas as cdk.json declares them (SUNDIAL_QUOTAS); none by default."""
         self.config = config
+        self._quotas = dict(quotas or {})
         self._hooks = hooks
         self._size_items = size_items
         self.clock = BenchClock.at(START)
@@ -220,6 +223,7 @@ class InProcessSundial:
             "SUNDIAL_RETENTION_DAYS": str(self.config.retention_days),
             "SUNDIAL_SWEEPER_FUNCTION": "sweeper",
             "SUNDIAL_SHARDS_PER_SWEEPER": str(self.config.shards_per_sweeper),
+            "SUNDIAL_QUOTAS": json.dumps(self._quotas),
         }
         self.deps: Dependencies = configure(
             clock=self.clock, environ=self.environ, session=self.session, launch=self._launch

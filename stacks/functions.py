@@ -25,6 +25,7 @@ from stacks.settings import (
     QueueSettings,
     SundialSettings,
 )
+from sundial.quotas import quotas_json
 from sundial.timing import SUBMIT_TIMEOUT_MS, SWEEPER_TIMEOUT_MS
 
 HANDLER = "handler.handler"
@@ -55,6 +56,8 @@ ENV_DEAD_LETTER_URLS = "SUNDIAL_DEAD_LETTER_URLS"
 ENV_PRIORITY_QUEUE_URLS = "SUNDIAL_PRIORITY_QUEUE_URLS"
 # JSON {queue name: {max_attempts, initial_delay_seconds, factor, max_delay_seconds}}.
 ENV_RETRY_DEFAULTS = "SUNDIAL_RETRY_DEFAULTS"
+# The queues' quotas (sundial.quotas), for the functions that create jobs from a request.
+ENV_QUOTAS = "SUNDIAL_QUOTAS"
 ENV_SHARD_COUNT = "SUNDIAL_SHARD_COUNT"
 ENV_RETENTION_DAYS = "SUNDIAL_RETENTION_DAYS"
 ENV_SWEEPER_FUNCTION = "SUNDIAL_SWEEPER_FUNCTION"
@@ -227,6 +230,10 @@ class JobFunctions(Construct):
         self._add_dispatch(settings, table, job_queues)
         self._add_runners(table, queues, dead_letter_queues, priority_queues, job_queues)
         self._add_schedules_and_queues(table, job_queues, list(dead_letter_queues.values()))
+        # Quotas apply where a client's request creates jobs: submits, DAGs and (a payload's
+        # size only) schedules. The rate counters are UpdateItems, which those roles have.
+        for creates_jobs in (self.submit, self.dags, self.schedules):
+            creates_jobs.add_environment(ENV_QUOTAS, quotas_json(settings.queues))
         self.example_consumer = (
             self._function(
                 "example_consumer",

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from sundial.access import QueueAccess
+from sundial.quotas import QueueQuota
 from sundial.retry import QueueRetryDefaults
 from sundial.settings import (
     DEFAULT_RETENTION_DAYS,
@@ -56,8 +57,10 @@ class RetrySettings(QueueRetryDefaults):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, strict=True)
 
 
-class QueueSettings(BaseModel):
-    """One job queue: an SQS queue plus its dead-letter queue, and its retry defaults."""
+class QueueSettings(QueueQuota):
+    """One job queue: an SQS queue plus its dead-letter queue, and its retry defaults. Its
+    quotas, `max_submissions_per_second` and `max_payload_bytes` (both off unless declared),
+    are the runtime's own fields, documented with why in sundial.quotas.QueueQuota."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

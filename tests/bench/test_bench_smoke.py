@@ -99,6 +99,17 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     for side in ("schedule", "consume"):
         assert delayed["dollars_per_million"][side]["logs"] > 0
         assert delayed["dollars_per_million"][side]["xray"] > 0
+    # A rate-limited queue adds one counter write per request: 1 per single job, 1/25 in a
+    # batch; a queue with no limit none
+    rate_limited, rate_limited_batch = (
+        _path(ledger, "rate_limited"),
+        _path(ledger, "rate_limited_batch"),
+    )
+    assert rate_limited["per_job"]["write_units_quota"] == 1.0
+    assert rate_limited["per_job"]["write_units_job_items"] == 5.0
+    assert rate_limited_batch["per_job"]["write_units_quota"] == pytest.approx(1 / 25)
+    assert delayed["per_job"]["write_units_quota"] == batch["per_job"]["write_units_quota"] == 0
+    assert [q["write_units_per_job"] for q in ledger["cost_curve"]["quota"]] == [1.0, 1 / 25]
     # And the cost curve covers 10 to 10,000 jobs a tick for the three designs
     rows = ledger["cost_curve"]["rows"]
     assert rows[0]["jobs_per_tick"] == 10 and rows[-1]["jobs_per_tick"] == 10_000

@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 
-from bench.cost_curve import active_shards, dispatch_requests
+from bench.cost_curve import HIGH_VOLUME, SundialVolumeModel, active_shards, dispatch_requests
 from bench.costs import (
     CostOptions,
     SideQuantities,
     per_million,
     price,
     provisioned_break_even,
+    quota_dollars_per_million,
+    quota_write_units_per_job,
     traced,
 )
 from bench.logs import LAMBDA_PLATFORM_LOG_BYTES, LogMeter
@@ -87,6 +89,31 @@ def test_per_million_sums_sides_per_job() -> None:
     dollars = per_million(sides, 1_000, CostOptions(tracing="pass_through"))
     assert dollars["schedule"]["total"] == pytest.approx(2 * 0.625 + 1.00)  # type: ignore[index]
     assert dollars["total"] == pytest.approx(4 * 0.625 + 1.00)
+
+
+def test_a_submission_limit_costs_one_write_per_request() -> None:
+    # Given a rate-limited queue: one counter write per request, whatever the limit
+    assert quota_write_units_per_job(1) == 1.0
+    assert quota_write_units_per_job(25) == pytest.approx(0.04)
+    # Then single submits pay a write unit per job, batches of 25 a 25th of it
+    assert quota_dollars_per_million(1) == pytest.approx(0.625)
+    assert quota_dollars_per_million(25) == pytest.approx(0.025)
+    # And provisioned at 70% a write costs $0.00065 / 3,600 / 0.7
+    provisioned = CostOptions(capacity="provisioned", utilization=0.70)
+    assert quota_dollars_per_million(1, provisioned) == pytest.approx(0.00065 / 3600 / 0.7 * 1e6)
+    # And the cost curve's model adds exactly that to the high-volume configuration
+    model = SundialVolumeModel(
+        {
+            "jobs": 100,
+            "sides": {"schedule": {"write_units": 100.0}, "consume": {"write_units": 200.0}},
+            "per_job": {"write_units_per_shard_items": 0.0, "sqs_requests_dispatch": 0.0},
+        },
+        {"per_tick": {"sides": {"schedule": {}}}},
+        shard_count=64,
+    )
+    plain = model.dollars(1_000, HIGH_VOLUME)["total"]
+    limited = model.dollars_rate_limited(1_000, 25, HIGH_VOLUME)["total"]
+    assert limited - plain == pytest.approx(quota_dollars_per_million(25, HIGH_VOLUME))
 
 
 def test_provisioned_capacity_breaks_even_near_29_percent_utilization() -> None:

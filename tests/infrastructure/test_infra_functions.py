@@ -9,6 +9,8 @@ import pytest
 
 from stacks.functions import retry_defaults_json
 from stacks.settings import SundialSettings
+from sundial.quotas import QueueQuota, quotas_json
+from sundial.settings import Settings
 from tests.infrastructure.synthesis import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
@@ -52,6 +54,8 @@ COMMON_ENVIRONMENT = {
     "SUNDIAL_RETENTION_DAYS",
 }
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
+# The functions that create jobs from a client request read the queues' quotas.
+QUOTA_FUNCTIONS = {"submit", "dags", "schedules"}
 QUEUE_NAMES = ["default", "demo", "email"]
 RETRY_KEYS = {"max_attempts", "initial_delay_seconds", "factor", "max_delay_seconds"}
 
@@ -105,6 +109,7 @@ def test_function_environment_names(synthesized: Synthesized, name: str) -> None
 
     # Then it has exactly the variables its handler reads
     expected = COMMON_ENVIRONMENT | (FANOUT_ONLY_ENVIRONMENT if name == "fanout" else set())
+    expected |= {"SUNDIAL_QUOTAS"} if name in QUOTA_FUNCTIONS else set()
     assert set(variables) == expected
     assert variables["POWERTOOLS_SERVICE_NAME"] == "sundial"
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Sundial"
@@ -196,6 +201,25 @@ def test_fanout_knows_the_sweeper_and_the_group_size(synthesized: Synthesized) -
     # Then it is told which function to start, and how many shards each sweeper takes
     assert variables["SUNDIAL_SWEEPER_FUNCTION"] == {"Ref": synthesized.function_id("sweeper")}
     assert variables["SUNDIAL_SHARDS_PER_SWEEPER"] == "8"
+
+
+@pytest.mark.parametrize("name", sorted(QUOTA_FUNCTIONS))
+def test_quotas_reach_the_functions_that_create_jobs(synthesized: Synthesized, name: str) -> None:
+    # Given cdk.json, whose queues declare no quota
+    variables = synthesized.function_properties(name)["Environment"]["Variables"]
+    # Then the function is told so (an empty object: no queue is limited)
+    assert variables["SUNDIAL_QUOTAS"] == "{}"
+    # And with a queue that declares quotas, the variable carries just its limits, as plain
+    # JSON the runtime's Settings read back
+    raw = cdk_json_context()["sundial"]
+    raw["queues"]["email"] |= {"max_submissions_per_second": 200, "max_payload_bytes": 4096}
+    value = quotas_json(SundialSettings.from_context(raw).queues)
+    assert json.loads(value) == {
+        "email": {"max_submissions_per_second": 200, "max_payload_bytes": 4096}
+    }
+    assert Settings.model_validate(
+        {"table_name": "jobs", "queue_urls": {"email": "u"}, "quotas": value}
+    ).quotas["email"] == QueueQuota(max_submissions_per_second=200, max_payload_bytes=4096)
 
 
 def test_retry_defaults_carry_each_queues_own_retry_settings() -> None:

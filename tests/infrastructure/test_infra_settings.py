@@ -172,6 +172,22 @@ def test_example_consumer_queue_must_be_a_configured_queue() -> None:
     assert "['default', 'demo', 'email']" in message
 
 
+_QUEUE = {"max_receive_count": 5, "visibility_timeout_seconds": 30}
+
+
+def test_queue_quotas_are_off_unless_declared_and_bounded_by_the_api() -> None:
+    # Given cdk.json's queues (no quotas) and one declaring both, at their highest
+    settings = SundialSettings.from_context(valid())
+    email = _QUEUE | {"max_submissions_per_second": 1_000_000, "max_payload_bytes": 65_536}
+    limited = SundialSettings.from_context(valid() | {"queues": {"email": email}})
+    # Then the undeclared limits are off, and the declared ones are kept
+    for queue in settings.queues.values():
+        assert (queue.max_submissions_per_second, queue.max_payload_bytes) == (None, None)
+        assert not queue.limited
+    assert limited.queues["email"].max_submissions_per_second == 1_000_000
+    assert limited.queues["email"].max_payload_bytes == 65_536
+
+
 @pytest.mark.parametrize(
     ("change", "key"),
     [
@@ -221,6 +237,17 @@ def test_example_consumer_queue_must_be_a_configured_queue() -> None:
             },
             "sundial.queues.email.priority_queue",
         ),
+        *[
+            ({"queues": {"email": _QUEUE | quota}}, f"sundial.queues.email.{next(iter(quota))}")
+            for quota in (
+                {"max_submissions_per_second": 0},
+                {"max_submissions_per_second": "50"},
+                {"max_submissions_per_second": 1.5},
+                {"max_submissions_per_second": True},
+                {"max_payload_bytes": 65_537},  # over the API's own limit
+                {"max_payload_bytes": 0},
+            )
+        ],
         ({"shard_cuont": 64}, "sundial.shard_cuont"),
         ({"example_consumer_queue": "Demo"}, "sundial.example_consumer_queue"),
         ({"example_consumer_queue": 7}, "sundial.example_consumer_queue"),

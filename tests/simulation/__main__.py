@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     injected = dict(sorted(result.faults.items()))
     print(
         f"seed {result.seed}: {result.jobs} jobs, faults {injected},"
-        f" duplicates after a fault {result.duplicates_after_fault}"
+        f" duplicates after a fault {result.duplicates_after_fault},"
+        f" quota refusals {dict(sorted(result.refusals.items()))}"
     )
     if not result.violations:
         return 0

@@ -11,12 +11,19 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   consumer's messages after their visibility timeout), throttling (the call fails with
   ThrottlingException), and partial SendMessageBatch failures (an entry withheld from SQS and
   reported Failed, as SQS does). Consumer crashes are crashes of the consumer's calls.
+- **Quotas** (issue 16): the `email` queue admits QUOTAS' submissions a second, so a submit,
+  an idempotent repeat or a DAG touching it is sometimes refused (429; 413 for a batch with more
+  `email` jobs than a second admits). A client repeats a 429 after its Retry-After (the drain
+  does, a second at a time), and gives up on a 413.
 - **Oracle** (`Ledger.violations`), after a fault-free drain: every job accepted with 2xx and not
   cancelled ran at least once, never before its due second; a job whose cancel answered 200
   never ran; a duplicate run (one job, one attempt, run twice) in a run without a crash or
   throttle is a violation, after one it is counted; every schedule occurrence fired exactly once
   (or was skipped or cancelled by its record) and no schedule's chain has a gap or stops; a DAG
-  node ran only after all its parents.
+  node ran only after all its parents; a submission refused by a quota wrote nothing: no item
+  carries the refused attempt's correlation id (each attempt has its own, as each API request
+  has its own request id), and a request refused at its first attempt left no idempotency
+  record.
 
 The only seams: the sweeper's claim pool runs inline (an executor that runs each claim at once,
 so claims interleave at AWS-call granularity too, deterministically), and the consumer's
@@ -48,13 +55,20 @@ from moto import mock_aws
 import sundial.dispatch.sweeper
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import JobConsumer
-from sundial.errors import Conflict, SundialError, Unavailable
+from sundial.errors import (
+    Conflict,
+    SubmissionRateExceeded,
+    SundialError,
+    TooLargeForQueue,
+    Unavailable,
+)
 from sundial.ids import JobKey
 from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
 from sundial.model.schedule import CreateSchedule, Misfire, ScheduleState
 from sundial.model.submission import SubmitJob
 from sundial.runs.attempts import LifecycleDeps
+from sundial.store.idempotency import IDEM_SK, idempotency_pk
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.support import (
@@ -71,6 +85,8 @@ START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 QUEUES = ("default", "email")
 SHARDS = 8
 VISIBILITY_S = 120  # tests.support.create_queues
+# `email` admits 3 submissions a second (SUNDIAL_QUOTAS); `default` has no quota.
+QUOTAS = {"email": {"max_submissions_per_second": 3}}
 
 
 class Crash(BaseException):
@@ -207,6 +223,10 @@ class Ledger:
     deleted_schedules: set[str] = field(default_factory=set)
     paused_schedules: set[str] = field(default_factory=set)  # a pause was asked for
     faults: Counter[str] = field(default_factory=Counter)
+    # Quota refusals: the correlation ids of the attempts refused, and how many of each kind.
+    refused: list[str] = field(default_factory=list)
+    refusals: Counter[str] = field(default_factory=Counter)
+    refused_but_written: list[str] = field(default_factory=list)  # found at the refusal
 
     def crashed(self) -> bool:
         return bool(
@@ -227,6 +247,8 @@ class RunResult:
     schedule_errors: list[str]
     dag_errors: list[str]
     trace: list[str]
+    refusals: Counter[str] = field(default_factory=Counter)
+    refused_but_written: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[str]:
@@ -234,6 +256,7 @@ class RunResult:
         out += [f"early {job}" for job in self.early]
         out += [f"duplicate without a crash {job}" for job in self.duplicates_clean]
         out += [f"cancelled then ran {job}" for job in self.cancelled_then_ran]
+        out += [f"refused by a quota, yet written: {what}" for what in self.refused_but_written]
         return out + self.schedule_errors + self.dag_errors
 
 
@@ -334,8 +357,8 @@ class Slot:
         return actor.name if actor else self.name
 
 
-def _submit_one(deps: Dependencies, *, request: SubmitJob) -> Any:
-    return deps.jobs.submit(request)
+def _submit_one(deps: Dependencies, correlation_id: str, *, request: SubmitJob) -> Any:
+    return deps.jobs.submit(request, correlation_id=correlation_id)
 
 
 def _brief(params: dict[str, Any]) -> str:
@@ -365,6 +388,7 @@ class World:
         self.schedule_ids: list[str] = []
         self.job_ids: list[str] = []
         self.later: list[Callable[[Dependencies], Any]] = []  # requests the clients repeat later
+        self.attempts = itertools.count(1)  # numbers each API request's correlation id
 
     def trace(self, line: str) -> None:
         self.lines.append(line)
@@ -384,6 +408,7 @@ class World:
             "SUNDIAL_RETENTION_DAYS": "30",
             "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
             "SUNDIAL_SHARDS_PER_SWEEPER": "4",
+            "SUNDIAL_QUOTAS": json.dumps(QUOTAS),
             "POWERTOOLS_SERVICE_NAME": "sundial",
             "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
         }
@@ -398,6 +423,7 @@ class World:
         ):
             self.slots[name] = Slot(self, name)
         self.observer = configure(clock=self.clock, environ=self.environ)
+        self.reader = boto3.client("dynamodb")  # the oracle's own reads, outside every actor
 
     # -- the job function: the effect ------------------------------------------------------
 
@@ -432,6 +458,37 @@ class World:
                 if "retry" in str(conflict):
                     self.later.append(call)
                 raise
+            except SubmissionRateExceeded:
+                self.later.append(call)  # a 429: repeated after its Retry-After
+                raise
+
+    def _quota_checked(
+        self,
+        deps: Dependencies,
+        submit: Callable[[Dependencies, str], Any],
+        keys: list[tuple[str, str]],
+        first: list[bool],
+    ) -> Any:
+        """One attempt of a request that creates jobs, with a correlation id of its own. If a
+        quota refuses it, it is recorded; if this was the request's first attempt, none of its
+        idempotency keys may have a record (no earlier attempt could have written one)."""
+        correlation_id = f"sim-{next(self.attempts)}"
+        first_attempt, first[0] = first[0], False
+        try:
+            return submit(deps, correlation_id)
+        except (SubmissionRateExceeded, TooLargeForQueue) as refusal:
+            kind = "429" if isinstance(refusal, SubmissionRateExceeded) else "413"
+            self.ledger.refusals[kind] += 1
+            self.ledger.refused.append(correlation_id)
+            self.trace(f"     refused {kind}: {refusal}")
+            for queue, key in keys if first_attempt else []:
+                record = self.reader.get_item(
+                    TableName=TABLE,
+                    Key={"pk": {"S": idempotency_pk(queue, key)}, "sk": {"S": IDEM_SK}},
+                ).get("Item")
+                if record is not None:
+                    self.ledger.refused_but_written.append(f"idempotency key {key}")
+            raise
 
     def op_submit(self, slot: str, count: int) -> None:
         requests = [
@@ -445,14 +502,33 @@ class World:
             )
             for _ in range(count)
         ]
-        results = self._client_call(slot, lambda deps: deps.jobs.submit_many(requests))
+        keys = [(r.queue, r.idempotency_key) for r in requests if r.idempotency_key]
+        first = [True]
+        try:
+            results = self._client_call(
+                slot,
+                lambda deps: self._quota_checked(
+                    deps,
+                    lambda d, cid: d.jobs.submit_many(requests, correlation_id=cid),
+                    keys,
+                    first,
+                ),
+            )
+        except (SubmissionRateExceeded, TooLargeForQueue):
+            return  # refused by the `email` quota: nothing was accepted
         for request, result in zip(requests, results, strict=True):
             if isinstance(result, SundialError):
                 continue
             self.ledger.accepted[result.job.id] = result.job.due_ms
             self.job_ids.append(result.job.id)
             if request.idempotency_key and self.rng.random() < 0.2:  # a repeat, later
-                repeat = self._client_call(slot, partial(_submit_one, request=request))
+                try:
+                    submit = partial(_submit_one, request=request)
+                    repeat = self._client_call(
+                        slot, partial(self._quota_checked, submit=submit, keys=[], first=[False])
+                    )
+                except SubmissionRateExceeded:
+                    continue  # the client repeats it after Retry-After (the drain)
                 assert repeat.job.id == result.job.id, "an idempotent repeat made a new job"
 
     def op_cancel(self, slot: str) -> None:
@@ -522,9 +598,19 @@ class World:
     def op_submit_dag(self, slot: str) -> None:
         body = dict(DAILY_REPORT)
         body["idempotency_key"] = f"d{self.rng.randrange(10**9)}"
-        view = self._client_call(
-            slot, lambda deps: deps.dags.submit(SubmitDag.model_validate(body))
-        )
+        dag = SubmitDag.model_validate(body)
+        try:
+            view = self._client_call(
+                slot,
+                lambda deps: self._quota_checked(
+                    deps,
+                    lambda d, cid: d.dags.submit(dag, correlation_id=cid),
+                    [],
+                    [True],
+                ),
+            )
+        except (SubmissionRateExceeded, TooLargeForQueue):
+            return  # refused by the `email` quota (its two `email` nodes): nothing accepted
         for node in view.nodes:
             assert node.dag is not None
             parents = tuple(name for name, _ in node.dag.parents)
@@ -570,6 +656,13 @@ class World:
             slot_a = api.pop()
             add(slot_a, f"submit x{count}", lambda: self.op_submit(slot_a, count))
             jobs_left -= count
+        reserved = (tick in self._schedule_ticks) + (tick in self._dag_ticks)
+        if jobs_left > 0 and len(api) > reserved and rng.random() < 0.3:
+            # A second client submitting in the same second: the two race for `email`'s window.
+            more = min(jobs_left, rng.choice([1, 2, 3]))
+            slot_b = api.pop()
+            add(slot_b, f"submit x{more}", lambda: self.op_submit(slot_b, more))
+            jobs_left -= more
         if tick in self._schedule_ticks:
             slot_s = api.pop()
             add(slot_s, "create schedule", lambda: self.op_create_schedule(slot_s))
@@ -630,8 +723,15 @@ class World:
         self.clock.advance(seconds=31)  # past the in-flight window (SUBMIT_IN_FLIGHT)
         for call in self.later:
             self.trace("  a client repeats a request that got no answer, a 5xx or a 409 retry")
-            with suppress(SundialError):
-                call(deps)
+            for _ in range(10):  # a 429: again after its Retry-After
+                try:
+                    call(deps)
+                except SubmissionRateExceeded as refusal:
+                    self.clock.advance(seconds=refusal.retry_after_s)
+                    continue
+                except SundialError:
+                    pass
+                break
         for queue in QUEUES:
             deps.queue_control.resume(queue) if deps.queue_control.get(queue).paused else None
         for schedule_id in self.schedule_ids:
@@ -708,7 +808,13 @@ class World:
             for parent in parents
             if job_id in order and self._parent_order(job_id, parent, order) is False
         ]
+        written = self._correlation_ids()
+        ledger.refused_but_written += [
+            f"attempt {cid} wrote a job" for cid in ledger.refused if cid in written
+        ]
         return RunResult(
+            refusals=ledger.refusals,
+            refused_but_written=ledger.refused_but_written,
             seed=self.config.seed,
             jobs=len(ledger.accepted),
             faults=ledger.faults,
@@ -721,6 +827,13 @@ class World:
             dag_errors=dag_errors,
             trace=self.lines,
         )
+
+    def _correlation_ids(self) -> set[str]:
+        """The correlation id of every item in the table (jobs and DAG nodes carry one)."""
+        ids: set[str] = set()
+        for page in self.reader.get_paginator("scan").paginate(TableName=TABLE):
+            ids.update(i["correlation_id"]["S"] for i in page["Items"] if "correlation_id" in i)
+        return ids
 
     def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
         name, _ = self.ledger.dag_nodes[job_id]

@@ -68,3 +68,29 @@ class Forbidden(SundialError):
         super().__init__(message)
         self.queue = queue
         self.permission = permission
+
+
+class TooLargeForQueue(SundialError):
+    """The request is larger than its queue accepts: a payload over the queue's
+    max_payload_bytes, or more jobs for the queue in one request than its submission limit
+    admits in a second (HTTP 413). Not transient: the same request never fits."""
+
+    def __init__(self, field: str, reason: str, *, queue: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+        self.queue = queue
+
+
+class SubmissionRateExceeded(SundialError):
+    """The queue has admitted its max_submissions_per_second in this second; nothing was written
+    (HTTP 429 with Retry-After)."""
+
+    def __init__(self, queue: str, *, limit_per_second: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"queue {queue!r} accepts at most {limit_per_second} submissions per second; "
+            f"nothing was written, retry after {retry_after_s} s"
+        )
+        self.queue = queue
+        self.limit_per_second = limit_per_second
+        self.retry_after_s = retry_after_s

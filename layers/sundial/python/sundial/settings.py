@@ -10,6 +10,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sundial.access import AccessPolicy
+from sundial.quotas import QueueQuota, parse_quotas
 from sundial.retry import QueueRetryDefaults, parse_retry_defaults
 
 DEFAULT_SHARD_COUNT = 64
@@ -53,6 +54,9 @@ class Settings(EnvSettings):
     # Per-queue access lists (sundial.access), as SUNDIAL_ACCESS {"queue": {"submit": [...]}}.
     # A queue without an entry is open to the stack's own account.
     access: AccessPolicy = Field(default_factory=AccessPolicy)
+    # The queues that declare a quota (sundial.quotas); the functions that create jobs from a
+    # client request (submit, dags, schedules) get SUNDIAL_QUOTAS, the others need none.
+    quotas: dict[str, QueueQuota] = Field(default_factory=dict)
 
     @field_validator("queue_urls", "dead_letter_urls", "priority_queue_urls", mode="before")
     @classmethod
@@ -68,6 +72,11 @@ class Settings(EnvSettings):
     @classmethod
     def _parse_access(cls, value: object) -> object:
         return {"queues": json.loads(value)} if isinstance(value, str) else value
+
+    @field_validator("quotas", mode="before")
+    @classmethod
+    def _parse_quotas(cls, value: object) -> object:
+        return parse_quotas(value) if isinstance(value, str) else value
 
     def retry_defaults_for(self, queue: str) -> QueueRetryDefaults:
         return self.retry_defaults.get(queue) or QueueRetryDefaults()

@@ -64,6 +64,18 @@ Other write sequences and what they interleave with:
   parked occurrence, whatever the order of pause, resume and sweep.
 - A schedule's resume moves the chain on from an occurrence cancelled while parked (a client
   skipping one run): no sweep comes back to it, its time is behind the cursor.
+- A submission window (issue 16: a queue's max_submissions_per_second, services.admission) is
+  counted by one conditional UpdateItem on its own item ("quota#<queue>#<lane>",
+  "window#<second>"), before the request writes any idempotency record or job, and it touches no
+  job item, cursor or queue state, so it interleaves with nothing the cursor and owner rules
+  rely on. A refused count writes nothing and the request ends there (429): no job exists to
+  lose. A count followed by a crash (or by a 503 later in the request) only uses up quota: the
+  rest of the request wrote what it would have written with no quota, so the existing rules
+  cover it, and the client's repeat is an ordinary submit, counted again (its idempotency key
+  returns the one job if the first attempt wrote it). Two requests racing for the last room in a
+  window are serialised on the counter item by DynamoDB: one is counted, the other refused
+  whole, never both over the limit. The window comes from the clock (now // 1 s) and only ever
+  selects an item: a window a clock step skipped is simply never counted in.
 - The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails

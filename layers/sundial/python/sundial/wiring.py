@@ -24,6 +24,7 @@ from sundial.history.replay import FailedBatchReplayer
 from sundial.runs.attempts import MAX_RESULT_BYTES, Attempts, LifecycleDeps
 from sundial.runs.dlq_indexer import DeadLetterIndexer
 from sundial.runs.leases import LeaseService
+from sundial.services.admission import Admission
 from sundial.services.chain import OccurrenceChain
 from sundial.services.dag_progress import DagProgress
 from sundial.services.dags import DagService
@@ -41,6 +42,7 @@ from sundial.store.idempotency import IdempotencyKeys
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
+from sundial.store.submission_windows import SubmissionWindows
 from sundial.store.sweeps import SweepStore
 from sundial.transport.depths import QueueDepths
 from sundial.transport.receiver import SQS_MAX_WAIT_S, QueueReceiver
@@ -143,6 +145,17 @@ class Dependencies:
             on_cancelled=self.dag_progress.node_stopped,
             queue_states=self.queue_states,
             chain=self.chain,
+            rng=self._random(),
+            admission=self.admission,
+        )
+
+    @cached_property
+    def admission(self) -> Admission:
+        """The queues' quotas (SUNDIAL_QUOTAS), applied before a submit writes anything."""
+        return Admission(
+            quotas=self.settings.quotas,
+            windows=SubmissionWindows(self._dynamodb, self.settings.table_name),
+            clock=self.clock,
             rng=self._random(),
         )
 
@@ -309,6 +322,7 @@ class Dependencies:
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
             rng=self._random(),
+            admission=self.admission,
         )
 
     @cached_property

@@ -23,7 +23,9 @@ from sundial.errors import (
     JobNotFound,
     QueueNotFound,
     ScheduleNotFound,
+    SubmissionRateExceeded,
     SundialError,
+    TooLargeForQueue,
     Unavailable,
 )
 
@@ -39,6 +41,8 @@ _STATUS_OF: dict[type[SundialError], HTTPStatus] = {
     ScheduleNotFound: HTTPStatus.NOT_FOUND,
     Conflict: HTTPStatus.CONFLICT,
     Unavailable: HTTPStatus.SERVICE_UNAVAILABLE,
+    TooLargeForQueue: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    SubmissionRateExceeded: HTTPStatus.TOO_MANY_REQUESTS,
 }
 
 
@@ -63,11 +67,14 @@ def bounded(body: ErrorBody) -> ErrorBody:
     return ErrorBody(message=_cut(body.message, MAX_MESSAGE_CHARS), errors=errors)
 
 
-def error_response(status: HTTPStatus, body: ErrorBody) -> Response[str]:
+def error_response(
+    status: HTTPStatus, body: ErrorBody, headers: Mapping[str, str] | None = None
+) -> Response[str]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
         body=bounded(body).model_dump_json(),
+        headers=dict(headers or {}),
     )
 
 
@@ -112,10 +119,16 @@ def _on_domain_error(error: SundialError) -> Response[str]:
     status = next(s for kind, s in _STATUS_OF.items() if isinstance(error, kind))
     errors = (
         [FieldError(field=error.field, reason=error.reason)]
-        if isinstance(error, InvalidInput)
+        if isinstance(error, InvalidInput | TooLargeForQueue)
         else []
     )
-    return error_response(status, ErrorBody(message=str(error), errors=errors))
+    # A 429 says when to come back (RFC 9110 Retry-After, in seconds).
+    headers = (
+        {"Retry-After": str(error.retry_after_s)}
+        if isinstance(error, SubmissionRateExceeded)
+        else None
+    )
+    return error_response(status, ErrorBody(message=str(error), errors=errors), headers)
 
 
 class JsonApiResolver(APIGatewayHttpResolver):

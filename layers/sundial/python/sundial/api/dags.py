@@ -12,7 +12,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
-from sundial.api.routes import _INVALID, _documented, _json, metrics, request_id
+from sundial.api.routes import (
+    _INVALID,
+    RATE_LIMITED,
+    TOO_LARGE_FOR_QUEUE,
+    _documented,
+    _json,
+    metrics,
+    request_id,
+)
 from sundial.clock import to_rfc3339
 from sundial.model.dag import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.model.job import Job, OnFailure, ParentResults, Status
@@ -102,11 +110,14 @@ class DagDetail(BaseModel):
     summary="Submit a DAG",
     description=f"Up to {MAX_DAG_NODES} nodes. Roots run at run_at (default now); every other "
     "node runs once all the nodes it depends on have succeeded. Invalid input (an unknown or "
-    "self reference, a cycle, an unknown queue, too many nodes) is a 400 and writes nothing.",
+    "self reference, a cycle, an unknown queue, too many nodes) is a 400 and writes nothing; "
+    "so is a queue's quota (413, 429: each node counts on its queue).",
     tags=["dags"],
     responses={
         201: _documented(DagDetail, "Created"),
         400: _INVALID,
+        413: TOO_LARGE_FOR_QUEUE,
+        429: RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; the DAG may be partly written, retry"),
     },
 )

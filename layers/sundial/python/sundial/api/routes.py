@@ -50,6 +50,26 @@ def _documented(model: type[BaseModel], description: str) -> OpenAPIResponse:
 
 _INVALID = _documented(ErrorBody, "Invalid input: names the field and the reason")
 _UNKNOWN = _documented(ErrorBody, "Unknown job")
+# The queues' quotas (sundial.services.admission), on the routes that create jobs.
+TOO_LARGE_FOR_QUEUE = _documented(
+    ErrorBody,
+    "Larger than its queue accepts: a payload over the queue's max_payload_bytes, or more jobs "
+    "for one queue in the request than the queue admits in a second (split it); names the "
+    "field, the queue, the size and the limit. Nothing was written; the same request never fits",
+)
+RATE_LIMITED: OpenAPIResponse = {
+    **_documented(
+        ErrorBody,
+        "A queue's max_submissions_per_second is used up for this second: names the queue and "
+        "the limit; nothing was written. Repeat the request after Retry-After",
+    ),
+    "headers": {
+        "Retry-After": {
+            "description": "Seconds to wait before repeating the request",
+            "schema": {"type": "integer", "minimum": 1},
+        }
+    },
+}
 
 
 def _json(status: int, model: BaseModel) -> Response[str]:
@@ -66,6 +86,8 @@ def _json(status: int, model: BaseModel) -> Response[str]:
         200: _documented(JobSummary, "The earlier job with this idempotency_key"),
         400: _INVALID,
         409: _documented(ErrorBody, "idempotency_key reused for another request, or in progress"),
+        413: TOO_LARGE_FOR_QUEUE,
+        429: RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; nothing was accepted, retry"),
     },
 )
@@ -79,10 +101,16 @@ def submit_job(request: SubmitJob) -> Response[str]:
 @submit_router.post(
     "/jobs/batch",
     summary="Submit up to 25 jobs",
-    description="Invalid input rejects the whole batch (400) and writes nothing; "
-    "otherwise each job gets its own result.",
+    description="Invalid input rejects the whole batch (400) and writes nothing, as does a "
+    "queue's quota (413, 429: the whole batch is counted); otherwise each job gets its own "
+    "result.",
     tags=["jobs"],
-    responses={200: _documented(BatchResult, "One result per job, in order"), 400: _INVALID},
+    responses={
+        200: _documented(BatchResult, "One result per job, in order"),
+        400: _INVALID,
+        413: TOO_LARGE_FOR_QUEUE,
+        429: RATE_LIMITED,
+    },
 )
 def submit_batch(batch: SubmitBatch) -> BatchResult:
     outcomes = dependencies().jobs.submit_many(batch.jobs, correlation_id=request_id(submit_router))

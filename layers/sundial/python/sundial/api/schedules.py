@@ -152,6 +152,11 @@ def _json(status: int, model: BaseModel) -> Response[str]:
         200: _documented(ScheduleDetail, "The earlier schedule with this idempotency_key"),
         400: _INVALID,
         409: _documented(ErrorBody, "idempotency_key reused for another schedule"),
+        413: _documented(
+            ErrorBody,
+            "The payload is over its queue's max_payload_bytes: names the queue, the size and "
+            "the limit; nothing was written",
+        ),
         503: _documented(ErrorBody, "AWS was unavailable; retry (with an idempotency_key)"),
     },
 )

@@ -11,10 +11,11 @@ from typing import Annotated, Any, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 from pydantic_core import PydanticCustomError
 
+import sundial.quotas
 from sundial.model.job import Priority
 from sundial.retry import RetryPolicy, integral
 
-MAX_PAYLOAD_BYTES = 65_536
+MAX_PAYLOAD_BYTES = sundial.quotas.MAX_PAYLOAD_BYTES  # the API's limit; a queue may set a lower one
 MAX_HORIZON_S = 366 * 24 * 3600  # how far ahead a job may be scheduled
 MAX_BATCH = 25
 

@@ -60,8 +60,10 @@ class DagService:
         start = request.start_ms(now)
         if start > now + MAX_HORIZON_S * 1000:
             raise InvalidInput("run_at", "more than 366 days ahead")
-        for name, node in request.nodes.items():
-            self._jobs.check(node.job_request(), now, f"nodes.{name}.")
+        requests = [(f"nodes.{name}.", node.job_request()) for name, node in request.nodes.items()]
+        for prefix, job_request in requests:
+            self._jobs.check(job_request, now, prefix)
+        self._jobs.admit(requests, count_field="nodes")  # 413 or 429 before anything is written
         key = DagKey.new(
             shard=self._rng.randrange(self._shard_count),
             due_ms=start,

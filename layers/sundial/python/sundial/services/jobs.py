@@ -14,6 +14,7 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Status
 from sundial.model.submission import MAX_HORIZON_S, SubmitJob
 from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
+from sundial.services.admission import Admission
 from sundial.services.chain import OccurrenceChain
 from sundial.services.direct import DirectSender
 from sundial.store.attempts import AttemptStore
@@ -47,10 +48,13 @@ class JobService:
         on_cancelled: Callable[[Job], None] | None = None,
         queue_states: QueueStateStore | None = None,
         chain: OccurrenceChain | None = None,
+        admission: Admission | None = None,
     ) -> None:
         """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
         so a DAG node's cancellation reaches its descendants (services.dags). `chain` moves a
-        schedule on past a cancelled occurrence that is retried (sundial.services.chain)."""
+        schedule on past a cancelled occurrence that is retried (sundial.services.chain).
+        `admission` applies the queues' quotas before a submit writes anything
+        (sundial.services.admission); None: no quotas."""
         self._store = store
         self._attempt_store = attempt_store
         self._idempotency = idempotency
@@ -65,6 +69,7 @@ class JobService:
         self._direct = DirectSender(store=store, sender=sender, clock=clock)
         self._queue_states = queue_states
         self._chain = chain
+        self._admission = admission
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -98,6 +103,10 @@ class JobService:
                         f"repeats {field_prefix}[{first}]'s key on queue '{request.queue}': "
                         "each job of a batch needs a key of its own",
                     )
+        self.admit(
+            [(f"{field_prefix}[{i}]." if field_prefix else "", r) for i, r in enumerate(requests)],
+            count_field=field_prefix,
+        )
         paused = self.paused_queues(
             {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
         )
@@ -172,6 +181,13 @@ class JobService:
             )
         if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
+
+    def admit(self, jobs: Sequence[tuple[str, SubmitJob]], *, count_field: str) -> None:
+        """The queues' quotas, after validation and before any write: a payload over its
+        queue's limit is a 413, a full submission window a 429 (sundial.services.admission).
+        `jobs`: (the job's field prefix in the request, the job)."""
+        if self._admission is not None:
+            self._admission.admit(jobs, count_field=count_field)
 
     def paused_queues(self, queues: set[str]) -> set[str]:
         """Which of `queues` are paused: their due-soon jobs wait in the table, unsent, for the

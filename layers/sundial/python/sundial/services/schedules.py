@@ -31,6 +31,7 @@ from sundial.model.schedule import (
     schedule_id_for,
 )
 from sundial.retry import DEFAULT_MAX_ATTEMPTS
+from sundial.services.admission import Admission
 from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
@@ -76,7 +77,10 @@ class ScheduleService:
         shard_count: int,
         retention_days: int,
         rng: random.Random | None = None,
+        admission: Admission | None = None,
     ) -> None:
+        """`admission`: the queues' quotas; a schedule's payload must fit its queue's
+        max_payload_bytes (its occurrences are not counted against a submission limit)."""
         self._schedules = schedules
         self._store = store
         self._releaser = releaser
@@ -87,6 +91,7 @@ class ScheduleService:
         self._shard_count = shard_count
         self._retention_s = retention_days * 86_400
         self._rng = rng or random.Random()
+        self._admission = admission
 
     # -- create -----------------------------------------------------------------------------
 
@@ -95,6 +100,10 @@ class ScheduleService:
         if request.queue not in self._queues:
             known = ", ".join(sorted(self._queues))
             raise InvalidInput("queue", f"unknown queue '{request.queue}' (known: {known})")
+        if self._admission is not None:  # 413 before anything is written
+            self._admission.check_payload(
+                field="", queue=request.queue, payload_json=request.payload_json
+            )
         schedule_id = schedule_id_for(request.idempotency_key)
         if request.idempotency_key is not None:
             earlier = self._schedules.get(schedule_id)

@@ -10,6 +10,7 @@ Item kinds in the one table (pk, sk):
 - schedule, run    ("sched#<id>", "schedule" / "run#<time>")          schedules
 - queue state      ("queues", "<queue name>")                         queue_states
 - dead letter      ("dead#<queue>", "<dead at ms>#<job or message>")  dead_letters
+- submission window ("quota#<queue>#<lane>", "window#<epoch second>") submission_windows
 The cursor and done keys sort after every job key, so a shard's due-range query never sees
 them. table.py holds what every store shares: the attribute codec, conditional writes,
 paginated queries and transactions. The table's own definition (keys, stream, TTL) is
