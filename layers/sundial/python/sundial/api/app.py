@@ -10,6 +10,13 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from sundial import __version__
 from sundial.api.authorization import authorization_middleware, check_every_route_has_a_rule
@@ -131,6 +138,42 @@ def _on_domain_error(error: SundialError) -> Response[str]:
     return error_response(status, ErrorBody(message=str(error), errors=errors), headers)
 
 
+# AWS answers that mean "not now" once botocore's own retries (standard mode, 5 attempts) are
+# spent: the request is safe to repeat (every route is, by design: see README, Guarantees).
+TRANSIENT_AWS_ERRORS = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "ThrottlingException",
+        "Throttling",
+        "TransactionConflictException",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "RequestThrottled",
+        "KMS.ThrottlingException",
+    }
+)
+AWS_RETRY_AFTER_S = 1
+
+
+def _on_aws_error(error: ClientError | BotoCoreError) -> Response[str]:
+    """A throttle or outage of DynamoDB or SQS after botocore's retries: 503 with
+    Retry-After, as the API documents, not a 500. Any other AWS error is a defect: re-raised
+    (a 500, logged with its traceback)."""
+    code = error.response.get("Error", {}).get("Code", "") if isinstance(error, ClientError) else ""
+    if isinstance(error, ClientError) and code not in TRANSIENT_AWS_ERRORS:
+        raise error
+    reason = code or type(error).__name__
+    message = (
+        f"AWS is throttling or unavailable ({reason}); retry the request, it is safe to repeat"
+    )
+    return error_response(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        ErrorBody(message=message, errors=[]),
+        {"Retry-After": str(AWS_RETRY_AFTER_S)},
+    )
+
+
 class JsonApiResolver(APIGatewayHttpResolver):
     """Reads every request body as JSON, whatever its Content-Type: `curl -d` sends a form
     content type, and parsing a JSON body as a form only produces baffling errors. Every body
@@ -167,5 +210,9 @@ def build_resolver(*routers: Router) -> APIGatewayHttpResolver:
     register: Callable[[Any], Callable[[Any], Any]] = app.exception_handler
     register(RequestValidationError)(_on_invalid_request)
     register(list(_STATUS_OF))(_on_domain_error)
+    # Connection failures (BotoCoreError) are transient too; a ClientError only if its code is.
+    register([ClientError, EndpointConnectionError, ConnectionClosedError, ReadTimeoutError])(
+        _on_aws_error
+    )
     app.not_found(_on_no_route)
     return app
