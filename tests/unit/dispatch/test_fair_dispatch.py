@@ -4,6 +4,7 @@ turns by weight, across every shard of the sweeper's group (sundial.dispatch.fai
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -159,7 +160,7 @@ def test_later_sweeps_place_the_rest_never_early_never_twice(
     ids = [s.job_id for s in sent.of("default")]
     assert Counter(ids) == Counter(j.id for j in flood if j is not flood[17])
     visible = [s.visible_ms for s in sent.of("default")]
-    assert all(b - a >= 64_000 for a, b in zip(visible, visible[1:], strict=False))
+    assert all(b - a >= 64_000 for a, b in itertools.pairwise(visible))
     assert all(s.visible_ms >= flood[0].due_ms for s in sent.of("default"))
     # And the cursor is past them all
     assert deps.sweeps.read_cursors([0])[0] > flood[-1].key.sk
@@ -168,7 +169,7 @@ def test_later_sweeps_place_the_rest_never_early_never_twice(
 def test_a_deferred_job_of_a_queue_paused_meanwhile_is_caught_up_by_its_resume(
     deps: Dependencies, clock: ManualClock
 ) -> None:
-    sweeper, sent, _ = _sweeper(
+    sweeper, _sent, _ = _sweeper(
         deps, clock, {"default": QueueDispatch(max_per_second=1)}, shard_count=64
     )
     flood = _put(deps, clock, queue="default", shard=0, due_in_s=60, count=20)
@@ -231,13 +232,23 @@ def test_a_flood_on_the_first_shards_does_not_hold_back_the_last_shard(
     assert Counter(s.queue for s in sent.sent)["default"] == 39
 
 
-def test_priority_still_comes_first_and_future_seconds_after_overdue_ones(
+def test_priority_comes_first_then_the_moment_then_turns(
     deps: Dependencies, clock: ManualClock
 ) -> None:
+    # Given on one shard 3 overdue `default` jobs, an `email` job due in 30 s (before the next
+    # sweep: the same moment) and one due in 90 s; and a critical job due in 10 minutes
     sweeper, sent, _ = _sweeper(deps, clock, {}, shard_count=8)
-    later = _put(deps, clock, queue="email", shard=0, due_in_s=30)[0]
+    soon = _put(deps, clock, queue="email", shard=0, due_in_s=30)[0]
+    later = _put(deps, clock, queue="email", shard=0, due_in_s=90)[0]
     overdue = _put(deps, clock, queue="default", shard=0, due_in_s=-60, count=3)
     critical = _put(deps, clock, queue="default", shard=1, due_in_s=600, priority=Priority.CRITICAL)
-    sweeper.sweep([0, 1])
-    assert [s.job_id for s in sent.sent] == [critical[0].id] + [j.id for j in overdue] + [later.id]
     assert SWEEP_LOOKAHEAD_MS > 600_000  # the critical job is inside the range
+    # When a sweep has time for only 3 jobs
+    budget = _budget(3, shards=2)
+    sweeper.sweep([0, 1], remaining_ms=lambda: next(budget))
+    # Then it took the critical job, then the first moment's jobs with the queues taking turns
+    # (`default` first: its earliest job is due first); the next moment's waits
+    assert {s.job_id for s in sent.sent} == {critical[0].id, overdue[0].id, soon.id}
+    # And the next sweep sends the rest
+    sweeper.sweep([0, 1])
+    assert {s.job_id for s in sent.sent} == {j.id for j in [*critical, *overdue, soon, later]}

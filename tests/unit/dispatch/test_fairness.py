@@ -75,17 +75,17 @@ def test_a_next_free_slot_in_the_past_starts_now_so_idle_time_is_not_a_burst() -
 
 def test_the_plan_interleaves_queues_due_at_the_same_moment_by_weight() -> None:
     # Given a backlog: 6 overdue jobs of `bulk` (weight 2), then 2 overdue `quiet` jobs due
-    # after all of them, and a `quiet` job due in 30 s
+    # after all of them, a `quiet` job due in 30 s, and one due in 90 s
     due = [Due("bulk", NOW - 60_000 + i, 2, True) for i in range(6)]
     due += [Due("quiet", NOW - 1_000, 2, True), Due("quiet", NOW - 500, 2, True)]
-    due += [Due("quiet", NOW + 30_000, 2, True)]
+    due += [Due("quiet", NOW + 30_000, 2, True), Due("quiet", NOW + 90_000, 2, True)]
     policy = _policy(bulk=QueueDispatch(weight=2))
     # When planned (no cap)
     plan = plan_dispatch(due, policy=policy, pacers={}, now_ms=NOW)
-    # Then overdue counts as now, one moment: bulk takes 2 for each of quiet's, not 6 first
-    assert plan.order == [0, 1, 6, 2, 3, 7, 4, 5, 8]
-    assert plan.groups[:8] == [(2, NOW // 1000)] * 8
-    assert plan.groups[8] == (2, (NOW + 30_000) // 1000)
+    # Then overdue and due before the next sweep is one moment: bulk takes 2 for each of
+    # quiet's, not 6 first; the job due in 90 s is in the next moment
+    assert plan.order == [0, 1, 6, 2, 3, 7, 4, 5, 8, 9]
+    assert plan.groups == [(2, 0)] * 9 + [(2, 1)]
     assert plan.slots == {} and plan.deferred == []
 
 
@@ -109,9 +109,9 @@ def test_the_plan_paces_a_capped_flood_and_defers_what_is_beyond_sqs_reach() -> 
     assert len(plan.slots) == SQS_DELAY_HORIZON_MS // 1000 + 1
     assert plan.deferred == list(range(901, 1000))
     assert set(plan.order) == set(range(901)) | {1000}
-    # And the quiet job is in the second it is due, with bulk's one job of that second
-    assert plan.groups[plan.order.index(1000)] == (2, NOW // 1000 + 2)
-    assert plan.order.index(1000) in (2, 3)
+    # And the quiet job takes its turn in the first moment, with bulk's first minute of slots
+    assert plan.groups[:61] == [(2, 0)] * 61
+    assert plan.order[:3] == [0, 1000, 1]
 
 
 def test_pacing_gives_slots_by_due_second_then_priority() -> None:

@@ -16,11 +16,15 @@ sundial.timing, "Fair dispatch").
   `max_per_second * W + shard_count` jobs visible (one slot per shard may fall in the window's
   first second).
 - **Weighted round-robin** (a queue's `weight`). A sweep claims and sends in groups: priority
-  first, as before, then the second the job is due (its slot, if paced; an overdue job counts
-  as due now, so a whole backlog is one moment). Within a group, queues take turns, `weight`
-  jobs each per round, each queue's jobs in due order; queues enter a round in the order of
-  their earliest job. So a flood of one queue delays another queue's job due at the same
-  moment by at most one round, not by the whole flood.
+  first, as before, then the moment the job is due, a minute wide: the first moment is
+  everything overdue or due before the next sweep (MOMENT_MS after this one; a paced job
+  counts at its slot), which this sweep must send in time; the next, the minute after; and so
+  on. Within a group, queues take turns, `weight` jobs each per round, each queue's jobs in
+  due order; queues enter a round in the order of their earliest job. So a flood of one queue
+  delays another queue's job due at the same moment by at most one round, not by the whole
+  flood, and a job due in the next seconds does not wait behind an overdue backlog. A job due
+  in a later moment is sent with DelaySeconds long before it is due, so its place matters only
+  when the sweep runs out of time (then the cursor holds, and the next sweep goes on).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ T = TypeVar("T")
 
 # SQS delays a message by at most 15 minutes: a slot further ahead than this cannot be set.
 SQS_DELAY_HORIZON_MS = 900_000
+# The width of a "moment" in the round-robin: the sweep interval (the EventBridge rule's rate),
+# so the first moment holds what this sweep must send before the next one starts.
+MOMENT_MS = 60_000
 _MS = 1000
 
 
@@ -111,7 +118,8 @@ class Pacer:
 @dataclass
 class DispatchPlan:
     """One shard's sweep order. `order` holds indexes into the due range, most urgent first,
-    with `groups[n]` the (priority rank, second) group of `order[n]` (non-decreasing)."""
+    with `groups[n]` the (priority rank, moment) group of `order[n]` (non-decreasing; moment 0
+    is overdue or due within MOMENT_MS, 1 the minute after, ...)."""
 
     order: list[int] = field(default_factory=list)
     groups: list[tuple[int, int]] = field(default_factory=list)
@@ -145,7 +153,7 @@ def plan_dispatch(
     for i, job in enumerate(due):
         if i in deferred:
             continue
-        moment = max(plan.slots.get(i, job.due_ms), now_ms) // _MS
+        moment = max(plan.slots.get(i, job.due_ms) - now_ms, 0) // MOMENT_MS
         lanes.setdefault((job.rank, moment), {}).setdefault(job.queue, []).append(i)
     for group in sorted(lanes):
         by_queue = lanes[group]

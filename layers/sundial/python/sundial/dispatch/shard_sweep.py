@@ -174,7 +174,7 @@ class ShardSweep:
             else:
                 self._refs.append(ref)
         self.report.seen = len(self._refs)
-        # Higher priority first, then the second each job is due (or its paced slot; overdue
+        # Higher priority first, then the minute each job is due (or its paced slot; overdue
         # counts as now), queues taking turns by weight within it (sundial.dispatch.fairness).
         # When the range holds more than one sweep can send (a backlog after an outage), the
         # time goes to the urgent jobs; the cursor holds at the lowest job left, and the next
@@ -208,7 +208,7 @@ class ShardSweep:
         self.report.deferred = len(self._plan.deferred)
 
     def next_group(self) -> tuple[int, int] | None:
-        """The (priority rank, second) group of the next job this sweep would take; None when
+        """The (priority rank, moment) group of the next job this sweep would take; None when
         it has taken every one, or stopped."""
         order, considered = self._plan.order, self._considered
         while self._next < len(order) and order[self._next] in considered:

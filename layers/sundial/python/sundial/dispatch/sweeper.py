@@ -10,9 +10,9 @@ the cursor to just past that frontier, or holds it at the first job it could not
 A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
 any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
 
-Higher priority goes first (critical, high, normal, low; then the second each job is due, an
+Higher priority goes first (critical, high, normal, low; then the minute each job is due, an
 overdue job counting as due now) across the whole group: the sweep reads every shard's range,
-then claims one (priority, second) group at a time over all its shards, SHARD_TURN jobs per
+then claims one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
 shard in turn, so when a backlog exceeds what one sweep can send, the time goes to the urgent
 jobs of every shard before any shard's less urgent ones. Within a group, queues take turns by
 their dispatch weight, and a capped queue's jobs are paced over the following seconds
@@ -62,7 +62,7 @@ URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 # boto3 clients are thread-safe; each claim is still its own conditional write.
 CLAIM_CONCURRENCY = 16
 
-# Jobs one shard takes of a (priority, second) group before the next shard's turn: a job on
+# Jobs one shard takes of a (priority, moment) group before the next shard's turn: a job on
 # the group's last shard then waits for at most this many per shard before it, not for every
 # other shard's share of a flood (a few hundredths of a second each at the sweeper's rate).
 SHARD_TURN = 50
@@ -154,7 +154,7 @@ class Sweeper:
         return report
 
     def _dispatch(self, sweeps: list[ShardSweep], report: SweepReport) -> list[ShardSweep]:
-        """One (priority, second) group at a time across every shard, SHARD_TURN jobs per shard
+        """One (priority, moment) group at a time across every shard, SHARD_TURN jobs per shard
         in turn: when the group's backlog is more than a sweep can send, a critical job of the
         last shard goes before a normal job of the first, and a job due now on the last shard
         before a later one of the first. What the urgent priorities claimed is sent as soon as
