@@ -158,8 +158,8 @@ class Sweeper:
         in turn: when the group's backlog is more than a sweep can send, a critical job of the
         last shard goes before a normal job of the first, and a job due now on the last shard
         before a later one of the first. What the urgent priorities claimed is sent as soon as
-        they are done (normal and low jobs fill their batches as they come, fewer SQS
-        requests). Returns the shard sweeps still sound."""
+        they are done, and the first moment's at the end of each turn (later moments fill
+        their batches as they come, fewer SQS requests). Returns the shard sweeps still sound."""
         rank: int | None = None
         while True:
             groups = [group for s in sweeps if (group := s.next_group()) is not None]
@@ -173,6 +173,9 @@ class Sweeper:
                 s
                 for s in sweeps
                 if _isolated(s, partial(s.dispatch_group, group, SHARD_TURN), report)
+                # What is due before the next sweep goes out at the end of its turn, not when
+                # the shard has _FLUSH_AT claimed: other shards' turns come in between.
+                and (group[1] > 0 or _isolated(s, s.flush, report))
             ]
         return sweeps
 
