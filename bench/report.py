@@ -1304,7 +1304,9 @@ the same model. So the variants differ only in the order they claim and the call
 in due order, so the quiet queue's jobs wait behind the whole flood, shard by shard. With
 round-robin, everything overdue or due before the next sweep is one moment in which the queues
 take turns (by `dispatch_weight`), and every shard takes 50 jobs a turn, so a quiet job waits
-for about a round, not for the flood. The cap spreads the flood itself: the group paces
+for about a round, not for the flood; what is left (about half a second at the median) is
+DelaySeconds' whole seconds: a job due later than its send is visible at the first whole
+second of delay on or after its due time, never before it. The cap spreads the flood itself: the group paces
 {group_cap:,.0f} jobs a second ({params["cap_per_second"]:,}/s over all shards), visible
 from its due second on; slots beyond SQS's 15 minutes would stay pending for later sweeps.
 """
