@@ -83,6 +83,7 @@ class Report:
             self.scale(),
             self.compaction(),
             self.sdk_import(),
+            self.fairness(),
             self.method(),
         ]
         return "\n".join([self.header(), self.summary_table(), *body])
@@ -1306,6 +1307,72 @@ keeps it so). The time is mostly the third-party libraries', so it moves less th
 module count.
 """
 
+    # -- 8. fair dispatch -------------------------------------------------------------------
+
+    def fairness(self) -> str:
+        result = self.ok("fairness")
+        heading = '<a id="fair-dispatch"></a>\n## 8. Fair dispatch\n\n'
+        if result is None:
+            return heading + self.missing("fairness")
+        params, medians = result["params"], result["medians"]
+        labels = {
+            "before": f"before (`{result['before_revision']}`): priority, then due order",
+            "round_robin": "round-robin by weight, every shard in turn, no cap",
+            "capped": f"round-robin, `default` capped at {params['cap_per_second']:,}/s",
+        }
+        rows = "\n".join(
+            f"| {labels[name]} | {m['quiet_p50_ms'] / 1000:.2f} s | {m['quiet_p99_ms'] / 1000:.2f} s"
+            f" | {m['quiet_max_ms'] / 1000:.2f} s | {m['flood_p50_ms'] / 1000:.1f} s"
+            f" | {m['flood_last_visible_s']:.1f} s | {m['flood_peak_per_second']:,.0f}"
+            f" | {m['ticks']:.0f} | {m['early']:.0f} |"
+            for name, m in medians.items()
+        )
+        before, after = medians.get("before"), medians.get("capped") or medians["round_robin"]
+        verdict = (
+            f"p99 {before['quiet_p99_ms'] / 1000:.2f} s → {after['quiet_p99_ms'] / 1000:.2f} s"
+            if before
+            else f"p99 {after['quiet_p99_ms'] / 1000:.2f} s (before: not in this clone)"
+        )
+        self.summary.append(
+            (
+                "Quiet queue's lateness while another floods (modelled sweep time)",
+                verdict,
+                "no starvation",
+                "measured",
+            )
+        )
+        group_cap = medians["capped"]["group_cap_per_second"] if "capped" in medians else 0
+        return f"""{heading}One sweeper's group ({result["group_shards"]} of {result["shards"]} shards), swept tick after tick
+until every job is sent (`bench/fairness.py`): queue `default` floods with {params["flood_jobs"]:,} jobs
+all due at the same second, a minute before the sweep starts (an outage's backlog, or more due at
+once than the sweeps before it could send); queue `email` is quiet, {params["quiet_jobs"]} jobs due
+evenly from a minute before the sweep to a minute after it. Each variant runs in a fresh process,
+{result["repeats"]} time(s), alternating; medians. **Lateness** = (visible in SQS) − max(due, the
+sweep's start): what the sweep added, not the outage.
+
+| variant | quiet p50 | quiet p99 | quiet max | flood p50 | flood's last visible | flood's peak per second (group) | ticks | early |
+|---|---|---|---|---|---|---|---|---|
+{rows}
+
+**Measured and modelled.** Real: the table and queues (moto, in process), the real sweeper of
+each tree (`before` is the package at `{result["before_revision"]}`, extracted from git), every claim, and
+every SendMessageBatch with its DelaySeconds. Modelled, as in the recovery figure: the clock
+during a sweep, which is its CPU ({result["cpu_ms_per_job"]:.2f} ms per job claimed at the sweeper's
+memory, section 4's sweeper scenario measured at the start of this section, the same for every
+variant) plus the modelled AWS latency of the calls it made so far; the Lambda deadline follows
+the same model. So the variants differ only in the order they claim and the calls they make.
+
+**What it means.** Before, the sweep takes the group's shards one after another and each shard
+in due order, so the quiet queue's jobs wait behind the whole flood, shard by shard. With
+round-robin, everything overdue or due before the next sweep is one moment in which the queues
+take turns (by `dispatch_weight`), and every shard takes 50 jobs a turn, so a quiet job waits
+for about a round, not for the flood; what is left (about half a second at the median) is
+DelaySeconds' whole seconds: a job due later than its send is visible at the first whole
+second of delay on or after its due time, never before it. The cap spreads the flood itself: the group paces
+{group_cap:,.0f} jobs a second ({params["cap_per_second"]:,}/s over all shards), visible
+from its due second on; slots beyond SQS's 15 minutes would stay pending for later sweeps.
+"""
+
     # -- method -----------------------------------------------------------------------------
 
     def method(self) -> str:
@@ -1313,7 +1380,7 @@ module count.
             f"| {name} | {section['seconds']:.0f} s | {'failed' if section.get('error') else 'ok'} |"
             for name, section in self.sections.items()
         )
-        return f"""## 8. Method, assumptions and limits
+        return f"""## 9. Method, assumptions and limits
 
 - **Where each figure comes from.** Counts and capacity units: moto in-process, real handlers,
   botocore hooks (section 1). Timing precision and end-to-end pickup: the local runtime in real

@@ -40,6 +40,12 @@ class Profile:
     compaction_events: int
     recovery_backlog: int = 100_000
     sdk_import_repeats: int = 15
+    # Fair dispatch (bench/fairness.py): per sweeper group of shards, a flood of one queue
+    # due at once, a quiet queue around it, the flooding queue's cap in the capped variant.
+    fairness_flood: int = 10_000
+    fairness_quiet: int = 200
+    fairness_cap: int = 1000
+    fairness_repeats: int = 3
     sections: tuple[str, ...] = (
         "ledger",
         "cpu",
@@ -49,6 +55,7 @@ class Profile:
         "precision",
         "compaction",
         "sdk_import",
+        "fairness",
     )
 
 
@@ -96,6 +103,9 @@ PROFILES = {
         scale_window=2_000,
         recovery_backlog=20_000,
         compaction_events=100_000,
+        fairness_flood=3_000,
+        fairness_quiet=100,
+        fairness_repeats=1,
     ),
     "smoke": Profile(
         name="smoke",
@@ -118,6 +128,10 @@ PROFILES = {
         recovery_backlog=1_000,
         compaction_events=10_000,
         sdk_import_repeats=3,
+        fairness_flood=300,
+        fairness_quiet=20,
+        fairness_cap=100,
+        fairness_repeats=1,
     ),
 }
 
@@ -199,6 +213,23 @@ def _sdk_import(config: BenchConfig, profile: Profile, workdir: Path) -> dict[st
     return run_sdk_import(profile.sdk_import_repeats, workdir)
 
 
+def _fairness(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.cpu import run_scenario  # noqa: PLC0415
+    from bench.fairness import run_fairness  # noqa: PLC0415
+    from bench.latency import vcpu_share  # noqa: PLC0415
+
+    cpu = run_scenario("sweeper", profile.cpu_jobs["sweeper"], profile.cpu_repeats, workdir)
+    cpu_ms_per_job = cpu["cpu_us_per_job_median"] / 1000 / vcpu_share(config.memory_mb("sweeper"))
+    params = {
+        "flood_jobs": profile.fairness_flood,
+        "quiet_jobs": profile.fairness_quiet,
+        "cap_per_second": profile.fairness_cap,
+    }
+    return run_fairness(
+        config, params, workdir, cpu_ms_per_job=cpu_ms_per_job, repeats=profile.fairness_repeats
+    )
+
+
 def _pythonpath() -> list[str]:
     return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -213,6 +244,7 @@ SECTIONS: dict[str, SectionRun] = {
     "recovery": _recovery,
     "compaction": _compaction,
     "sdk_import": _sdk_import,
+    "fairness": _fairness,
 }
 
 

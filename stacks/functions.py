@@ -62,6 +62,8 @@ ENV_SHARD_COUNT = "SUNDIAL_SHARD_COUNT"
 ENV_RETENTION_DAYS = "SUNDIAL_RETENTION_DAYS"
 ENV_SWEEPER_FUNCTION = "SUNDIAL_SWEEPER_FUNCTION"
 ENV_SHARDS_PER_SWEEPER = "SUNDIAL_SHARDS_PER_SWEEPER"
+# The sweeper's fair-dispatch settings per queue (sundial.settings.QueueDispatch).
+ENV_DISPATCH = "SUNDIAL_DISPATCH"
 
 # The API functions that may do more than a read and a write: a schedule's first 15 minutes
 # of occurrences, a queue's catch-up (20 s of it; API Gateway waits 30 s for an integration).
@@ -339,6 +341,7 @@ class JobFunctions(Construct):
             SWEEPER_MEMORY_MB,
             reserved_concurrency=sweepers_reserved(settings) if reserve else None,
         ).function
+        self.sweeper.add_environment(ENV_DISPATCH, dispatch_json(settings.queues))
         fanout = self._function(
             "fanout",
             "Every minute: starts one sweeper per shard group",
@@ -502,6 +505,20 @@ def retry_defaults_json(queue_settings: Mapping[str, QueueSettings]) -> str:
     """
     return json.dumps(
         {name: settings.retry.model_dump() for name, settings in queue_settings.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def dispatch_json(queue_settings: Mapping[str, QueueSettings]) -> str:
+    """SUNDIAL_DISPATCH: {queue name: {max_per_second, weight}} as compact JSON with sorted
+    keys, for the queues that differ from the defaults (uncapped, weight 1)."""
+    return json.dumps(
+        {
+            name: {"max_per_second": q.max_dispatch_per_second, "weight": q.dispatch_weight}
+            for name, q in queue_settings.items()
+            if q.max_dispatch_per_second is not None or q.dispatch_weight != 1
+        },
         sort_keys=True,
         separators=(",", ":"),
     )

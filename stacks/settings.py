@@ -28,6 +28,8 @@ from sundial.settings import (
     DEFAULT_RETENTION_DAYS,
     DEFAULT_SHARD_COUNT,
     DEFAULT_SHARDS_PER_SWEEPER,
+    MAX_DISPATCH_PER_SECOND,
+    MAX_DISPATCH_WEIGHT,
     MAX_RETENTION_DAYS,
     MAX_SHARD_COUNT,
 )
@@ -90,6 +92,19 @@ class QueueSettings(QueueQuota):
     # "stack-account"). None (the default): the stack's own account may do everything, as IAM
     # auth alone allowed. {} : nobody, until the construct's grant_* helpers add someone.
     access: QueueAccess | None = None
+    # Fair dispatch (README "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
+    # the sweepers make visible on this queue: a flood due at once is spread over the following
+    # seconds with DelaySeconds (in due order, never before due), so the team's consumers and
+    # what they call see a steady rate. None: no cap. Global, approximated per shard (each shard
+    # paces rate / shard_count); jobs sent by the submit itself (due within 15 minutes of their
+    # submission) are not paced: the submission quota bounds them.
+    max_dispatch_per_second: int | None = Field(
+        default=None, ge=1, le=MAX_DISPATCH_PER_SECOND, strict=True
+    )
+    # This queue's turns in the sweeper's weighted round-robin between queues due at the same
+    # moment: with weights 3 and 1, three of this queue's jobs are claimed and sent for each of
+    # the other's, so a flood of one queue cannot starve another behind it.
+    dispatch_weight: int = Field(default=1, ge=1, le=MAX_DISPATCH_WEIGHT, strict=True)
 
 
 class HistoryPipelineSettings(BaseModel):

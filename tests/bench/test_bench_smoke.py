@@ -32,7 +32,8 @@ HEADINGS = (
     "### Outage recovery",
     "## 6. Compaction throughput",
     "## 7. Consumer SDK import",
-    "## 8. Method, assumptions and limits",
+    "## 8. Fair dispatch",
+    "## 9. Method, assumptions and limits",
 )
 
 
@@ -140,3 +141,20 @@ def test_the_consumer_sdk_import_loads_fewer_modules_than_the_flat_package(
     assert not [m for m in now["module_names"] if m.startswith("sundial.services")]
     if "before" in trees:  # a shallow clone may not hold the earlier revision
         assert now["modules"] < trees["before"]["modules"]
+
+
+@pytest.mark.bench
+def test_fair_dispatch_sends_everything_never_early_and_the_cap_holds(smoke_run: Path) -> None:
+    results = json.loads((smoke_run / "results" / "results.json").read_text())
+    fairness = results["sections"]["fairness"]["result"]
+    params = fairness["params"]
+    for variant, runs in fairness["runs"].items():
+        for run in runs:
+            assert run["flood_sent"] == params["flood_jobs"], variant
+            assert run["quiet_sent"] == params["quiet_jobs"], variant
+            assert run["early"] == 0, variant
+    # The cap's bound (README, "Fair dispatch"): in any second, at most the group's share of
+    # the rate plus one slot per shard of the group
+    for run in fairness["runs"]["capped"]:
+        bound = run["group_cap_per_second"] + fairness["group_shards"]
+        assert run["flood_peak_per_second"] <= bound

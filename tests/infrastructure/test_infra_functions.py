@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from stacks.functions import retry_defaults_json
+from stacks.functions import dispatch_json, retry_defaults_json
 from stacks.settings import SundialSettings
 from sundial.quotas import QueueQuota, quotas_json
 from sundial.settings import Settings
@@ -56,6 +56,7 @@ COMMON_ENVIRONMENT = {
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
 # The functions that create jobs from a client request read the queues' quotas.
 QUOTA_FUNCTIONS = {"submit", "dags", "schedules"}
+SWEEPER_ONLY_ENVIRONMENT = {"SUNDIAL_DISPATCH"}
 QUEUE_NAMES = ["default", "demo", "email"]
 RETRY_KEYS = {"max_attempts", "initial_delay_seconds", "factor", "max_delay_seconds"}
 
@@ -108,7 +109,8 @@ def test_function_environment_names(synthesized: Synthesized, name: str) -> None
     variables = synthesized.function_properties(name)["Environment"]["Variables"]
 
     # Then it has exactly the variables its handler reads
-    expected = COMMON_ENVIRONMENT | (FANOUT_ONLY_ENVIRONMENT if name == "fanout" else set())
+    only = {"fanout": FANOUT_ONLY_ENVIRONMENT, "sweeper": SWEEPER_ONLY_ENVIRONMENT}
+    expected = COMMON_ENVIRONMENT | only.get(name, set())
     expected |= {"SUNDIAL_QUOTAS"} if name in QUOTA_FUNCTIONS else set()
     assert set(variables) == expected
     assert variables["POWERTOOLS_SERVICE_NAME"] == "sundial"
@@ -242,3 +244,32 @@ def test_retry_defaults_carry_each_queues_own_retry_settings() -> None:
     }
     # And the other queues keep the defaults
     assert defaults["demo"]["max_attempts"] == 3
+
+
+def test_the_sweeper_gets_each_queues_dispatch_cap_and_weight() -> None:
+    # Given settings where `email` is capped at 50 jobs a second with weight 3, and `demo`
+    # only has a weight
+    raw = cdk_json_context()["sundial"]
+    raw["queues"]["email"] |= {"max_dispatch_per_second": 50, "dispatch_weight": 3}
+    raw["queues"]["demo"] |= {"dispatch_weight": 2}
+    settings = SundialSettings.from_context(raw)
+
+    # When the sweeper's SUNDIAL_DISPATCH is built from them
+    value = dispatch_json(settings.queues)
+
+    # Then it names only the queues that differ from the defaults (uncapped, weight 1), and
+    # the runtime reads it back as configured
+    assert json.loads(value) == {
+        "demo": {"max_per_second": None, "weight": 2},
+        "email": {"max_per_second": 50, "weight": 3},
+    }
+    runtime = Settings.model_validate(
+        {"table_name": "jobs", "queue_urls": {"email": "u"}, "dispatch": value}
+    )
+    assert runtime.dispatch["email"].max_per_second == 50
+    assert runtime.dispatch["demo"].weight == 2
+
+
+def test_the_synthesized_sweeper_has_no_caps_by_default(synthesized: Synthesized) -> None:
+    variables = synthesized.function_properties("sweeper")["Environment"]["Variables"]
+    assert variables["SUNDIAL_DISPATCH"] == "{}"

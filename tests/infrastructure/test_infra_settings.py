@@ -248,6 +248,30 @@ def test_queue_quotas_are_off_unless_declared_and_bounded_by_the_api() -> None:
                 {"max_payload_bytes": 0},
             )
         ],
+        (
+            {
+                "queues": {
+                    "email": {
+                        "max_receive_count": 5,
+                        "visibility_timeout_seconds": 30,
+                        "max_dispatch_per_second": 0,
+                    }
+                }
+            },
+            "sundial.queues.email.max_dispatch_per_second",
+        ),
+        (
+            {
+                "queues": {
+                    "email": {
+                        "max_receive_count": 5,
+                        "visibility_timeout_seconds": 30,
+                        "dispatch_weight": "2",
+                    }
+                }
+            },
+            "sundial.queues.email.dispatch_weight",
+        ),
         ({"shard_cuont": 64}, "sundial.shard_cuont"),
         ({"example_consumer_queue": "Demo"}, "sundial.example_consumer_queue"),
         ({"example_consumer_queue": 7}, "sundial.example_consumer_queue"),

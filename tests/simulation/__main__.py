@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.simulation.chaos import chaos
 from tests.simulation.profiles import CLEAN, FAULTY
-from tests.simulation.sim import Config, simulate
+from tests.simulation.sim import Config, Flood, simulate
 
 TRACES = Path("build/simulation")
 
@@ -35,13 +35,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clean", action="store_true", help="no faults, only races")
     parser.add_argument("--chaos", action="store_true", help="many runs with faults; a summary")
     parser.add_argument("--processes", type=int, default=2, help="with --chaos")
+    parser.add_argument(
+        "--flood",
+        type=int,
+        metavar="JOBS",
+        help="fair dispatch: this many jobs of `default` due at once, capped (issue 16)",
+    )
     args = parser.parse_args(argv)
     # The code under test logs every injected fault it handles; the trace says it better.
     logging.disable(logging.CRITICAL)
     if args.chaos:
         return chaos(total_jobs=args.jobs, first_seed=args.seed, processes=args.processes)
     faults = CLEAN if args.clean else FAULTY
-    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=faults)
+    flood = Flood(jobs=args.flood) if args.flood else None
+    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=faults, flood=flood)
     result = simulate(config)
     injected = dict(sorted(result.faults.items()))
     print(
@@ -49,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
         f" duplicates after a fault {result.duplicates_after_fault},"
         f" quota refusals {dict(sorted(result.refusals.items()))}"
     )
+    if flood is not None:
+        lateness = sorted(result.quiet_lateness_ms) or [0]
+        print(
+            f"flood of {flood.jobs} on {flood.queue} at {flood.per_second}/s:"
+            f" {flood.quiet} lateness over {len(result.quiet_lateness_ms)} jobs:"
+            f" p50 {lateness[len(lateness) // 2]} ms, max {lateness[-1]} ms"
+            f" (bound {flood.bound_ms(faults)} ms)"
+        )
     if not result.violations:
         return 0
     trace = TRACES / f"seed-{result.seed}{'-clean' if args.clean else ''}.trace"
@@ -58,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         print("... the run's last steps:\n" + "\n".join(result.trace[-40:]))
     for violation in result.violations:
         print(f"VIOLATION {violation}")
-    flags = " --clean" if args.clean else ""
+    flags = (" --clean" if args.clean else "") + (f" --flood {args.flood}" if args.flood else "")
     print(
         f"the whole trace: {trace}\nreplay: python -m tests.simulation --seed {result.seed}"
         f" --jobs {args.jobs}{flags} --trace"

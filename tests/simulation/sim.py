@@ -24,6 +24,13 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   carries the refused attempt's correlation id (each attempt has its own, as each API request
   has its own request id), and a request refused at its first attempt left no idempotency
   record.
+- **Fair dispatch** (`Config.flood`, issue 16): thousands of jobs of one queue due at the same
+  second, that queue capped (SUNDIAL_DISPATCH), while the run goes on around it; pauses of a
+  whole queue then pause the flooding queue only. Each message's visibility time is recorded
+  from the SendMessageBatch requests SQS accepted. The oracle adds: every job of the quiet
+  queue (not paused, not a DAG node) is visible within `Flood.bound_ms` of its due time, and,
+  in a run without faults, the flood's messages on each shard are at least the shard's pacing
+  gap apart (up to the first pause of the flooding queue, whose resume's catch-up is unpaced).
 
 The only seams: the sweeper's claim pool runs inline (an executor that runs each claim at once,
 so claims interleave at AWS-call granularity too, deterministically), and the consumer's
@@ -69,6 +76,7 @@ from sundial.model.schedule import CreateSchedule, Misfire, ScheduleState
 from sundial.model.submission import SubmitJob
 from sundial.runs.attempts import LifecycleDeps
 from sundial.store.idempotency import IDEM_SK, idempotency_pk
+from sundial.timing import CLAIM_LEASE_MS
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.support import (
@@ -109,10 +117,30 @@ class Faults:
 
 
 @dataclass(frozen=True)
+class Flood:
+    """One queue floods: `jobs` of its jobs due at the same second, `due_in_s` after the start,
+    submitted at the start; the queue is capped at `per_second`. `quiet` is the queue whose
+    lateness is bounded."""
+
+    queue: str = "default"
+    quiet: str = "email"
+    jobs: int = 2000
+    per_second: int = 2  # 8 shards: a slot every 4 s per shard, so SQS's 15 minutes defer most
+    due_in_s: int = 1200
+
+    def bound_ms(self, faults: Faults) -> int:
+        """The quiet queue's lateness bound: a job sent by the submit or a sweep is visible at
+        its due second (DelaySeconds rounds up to a whole second). A fault adds at most the
+        lease after a sweep died holding its claim, and the next sweep that takes it over."""
+        return 1000 if not faults.any else CLAIM_LEASE_MS + 2 * 60_000
+
+
+@dataclass(frozen=True)
 class Config:
     seed: int
     jobs: int = 60  # plain jobs submitted (single and batch); schedules and DAGs come on top
     faults: Faults = field(default_factory=Faults)
+    flood: Flood | None = None
     ticks: int = 45
     schedules: int = 2
     dags: int = 1
@@ -227,6 +255,12 @@ class Ledger:
     refused: list[str] = field(default_factory=list)
     refusals: Counter[str] = field(default_factory=Counter)
     refused_but_written: list[str] = field(default_factory=list)  # found at the refusal
+    # (job id, attempt) -> when SQS first made it visible (send time + DelaySeconds)
+    visible: dict[tuple[str, int], int] = field(default_factory=dict)
+    paused_jobs: set[str] = field(default_factory=set)  # a pause was asked for
+    flood: set[str] = field(default_factory=set)  # the flooding queue's job ids
+    queue_of: dict[str, str] = field(default_factory=dict)  # job id -> queue, for plain jobs
+    flood_paused_at: int | None = None  # the first pause of the flooding queue asked for
 
     def crashed(self) -> bool:
         return bool(
@@ -249,6 +283,11 @@ class RunResult:
     trace: list[str]
     refusals: Counter[str] = field(default_factory=Counter)
     refused_but_written: list[str] = field(default_factory=list)
+    # Fair dispatch (Config.flood): the quiet queue's lateness per job (visible - due, ms),
+    # those beyond the bound, and the flood's pacing errors.
+    quiet_lateness_ms: list[int] = field(default_factory=list)
+    late: list[str] = field(default_factory=list)
+    pacing_errors: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> list[str]:
@@ -257,7 +296,8 @@ class RunResult:
         out += [f"duplicate without a crash {job}" for job in self.duplicates_clean]
         out += [f"cancelled then ran {job}" for job in self.cancelled_then_ran]
         out += [f"refused by a quota, yet written: {what}" for what in self.refused_but_written]
-        return out + self.schedule_errors + self.dag_errors
+        out += [f"late {job}" for job in self.late]
+        return out + self.schedule_errors + self.dag_errors + self.pacing_errors
 
 
 # -- the world ----------------------------------------------------------------------------------
@@ -273,6 +313,8 @@ class Slot:
         self.withheld: list[dict[str, Any]] = []
         self.params: dict[str, Any] = {}
         for event, handler in (
+            # First: a crash injected after the call (below) must not hide what SQS accepted.
+            ("after-call.*.*", self._record_sent),
             ("before-call.*.*", self._before),
             ("after-call.*.*", self._after),
             ("provide-client-params.*.*", self._remember),
@@ -301,6 +343,11 @@ class Slot:
                 dags=lambda: self.deps.dag_progress,
             ),
         )
+
+    def _record_sent(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        """When each message SQS accepted becomes visible (the clock stands still in a tick)."""
+        if model.name == "SendMessageBatch":
+            _record_visible(self.world, self.params, parsed)
 
     def _remember(self, params: dict[str, Any], **_: Any) -> None:
         self.params = params  # the call's API parameters, for the trace
@@ -355,6 +402,18 @@ class Slot:
     def _actor(self) -> str:
         actor = self.world.scheduler.current()
         return actor.name if actor else self.name
+
+
+def _record_visible(world: World, params: dict[str, Any], parsed: dict[str, Any]) -> None:
+    now = world.clock.now_ms()
+    entries = {entry["Id"]: entry for entry in params.get("Entries", [])}
+    visible = world.ledger.visible
+    for accepted in parsed.get("Successful", []):
+        entry = entries[accepted["Id"]]
+        body = json.loads(entry["MessageBody"])
+        key = (body["id"], body["attempt"])
+        at = now + entry.get("DelaySeconds", 0) * 1000
+        visible[key] = min(at, visible.get(key, at))
 
 
 def _submit_one(deps: Dependencies, correlation_id: str, *, request: SubmitJob) -> Any:
@@ -412,6 +471,11 @@ class World:
             "POWERTOOLS_SERVICE_NAME": "sundial",
             "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
         }
+        flood = self.config.flood
+        if flood is not None:
+            self.environ["SUNDIAL_DISPATCH"] = json.dumps(
+                {flood.queue: {"max_per_second": flood.per_second, "weight": 1}}
+            )
         for name in (
             "api-1",
             "api-2",
@@ -422,7 +486,18 @@ class World:
             "consumer-2",
         ):
             self.slots[name] = Slot(self, name)
-        self.observer = configure(clock=self.clock, environ=self.environ)
+        # The observer's sends (the drain's resumes and repeated requests) are recorded too.
+        observer = boto3.Session()
+        sending: dict[str, Any] = {}
+        observer.events.register(
+            "provide-client-params.sqs.SendMessageBatch",
+            lambda params, **_: sending.update(params=params),
+        )
+        observer.events.register(
+            "after-call.sqs.SendMessageBatch",
+            lambda parsed, **_: _record_visible(self, sending["params"], parsed),
+        )
+        self.observer = configure(clock=self.clock, environ=self.environ, session=observer)
         self.reader = boto3.client("dynamodb")  # the oracle's own reads, outside every actor
 
     # -- the job function: the effect ------------------------------------------------------
@@ -520,6 +595,7 @@ class World:
             if isinstance(result, SundialError):
                 continue
             self.ledger.accepted[result.job.id] = result.job.due_ms
+            self.ledger.queue_of[result.job.id] = request.queue
             self.job_ids.append(result.job.id)
             if request.idempotency_key and self.rng.random() < 0.2:  # a repeat, later
                 try:
@@ -551,6 +627,7 @@ class World:
     def op_pause_job(self, slot: str) -> None:
         if self.job_ids:
             job_id = self.rng.choice(self.job_ids)
+            self.ledger.paused_jobs.add(job_id)
             self._answered(slot, lambda deps: deps.jobs.pause(job_id))
 
     def op_resume_job(self, slot: str) -> None:
@@ -560,10 +637,18 @@ class World:
 
     def op_pause_queue(self, slot: str) -> None:
         queue = self.rng.choice(QUEUES)
+        if self.config.flood is not None:
+            # Only the flooding queue: its deferred jobs meet the pause, the quiet one's bound
+            # holds for every job.
+            queue = self.config.flood.queue
+            if self.ledger.flood_paused_at is None:
+                self.ledger.flood_paused_at = self.clock.now_ms()
         self._answered(slot, lambda deps: deps.queue_control.pause(queue))
 
     def op_resume_queue(self, slot: str) -> None:
         queue = self.rng.choice(QUEUES)
+        if self.config.flood is not None:
+            queue = self.config.flood.queue
         self._answered(slot, lambda deps: deps.queue_control.resume(queue))
 
     def op_create_schedule(self, slot: str) -> None:
@@ -705,6 +790,8 @@ class World:
         self._schedule_ticks = set(self.rng.sample(range(config.ticks // 2), config.schedules))
         self._dag_ticks = set(self.rng.sample(range(config.ticks // 2), config.dags))
         jobs_left = config.jobs
+        if config.flood is not None:
+            self.submit_flood(config.flood)
         self.faults_on = config.faults.any
         tick = 0
         while tick < config.ticks or jobs_left > 0:
@@ -714,6 +801,20 @@ class World:
             self.scheduler.run(actors)
             tick += 1
         self.drain()
+
+    def submit_flood(self, flood: Flood) -> None:
+        """The flood, submitted before the run (in batches of 25, as a producer would), all due
+        at the same second."""
+        for start in range(0, flood.jobs, 25):
+            requests = [
+                SubmitJob(queue=flood.queue, delay_seconds=flood.due_in_s, payload={"n": n})
+                for n in range(start, min(flood.jobs, start + 25))
+            ]
+            for result in self.observer.jobs.submit_many(requests):
+                assert not isinstance(result, SundialError), result
+                self.ledger.accepted[result.job.id] = result.job.due_ms
+                self.ledger.flood.add(result.job.id)
+        self.trace(f"flood: {flood.jobs} jobs of {flood.queue} due in {flood.due_in_s} s")
 
     def drain(self) -> None:
         """No more faults; everything paused is resumed; time runs on until all is done."""
@@ -789,8 +890,8 @@ class World:
                 if runs:
                     cancelled_ran.append(job_id)
                 continue
-            job = deps.store.get(JobKey.from_job_id(job_id))
             if not runs and job_id not in ledger.maybe_cancelled:
+                job = deps.store.get(JobKey.from_job_id(job_id))  # read only to say why
                 lost.append(f"{job_id} ({job.status if job else 'missing'})")
             first = min((at for attempt, at in runs if attempt == 1), default=None)
             if first is not None and first < due_ms // 1000 * 1000:
@@ -812,9 +913,13 @@ class World:
         ledger.refused_but_written += [
             f"attempt {cid} wrote a job" for cid in ledger.refused if cid in written
         ]
+        quiet, late, pacing = self._check_flood()
         return RunResult(
             refusals=ledger.refusals,
             refused_but_written=ledger.refused_but_written,
+            quiet_lateness_ms=quiet,
+            late=late,
+            pacing_errors=pacing,
             seed=self.config.seed,
             jobs=len(ledger.accepted),
             faults=ledger.faults,
@@ -834,6 +939,43 @@ class World:
         for page in self.reader.get_paginator("scan").paginate(TableName=TABLE):
             ids.update(i["correlation_id"]["S"] for i in page["Items"] if "correlation_id" in i)
         return ids
+
+    def _check_flood(self) -> tuple[list[int], list[str], list[str]]:
+        """The quiet queue's lateness and its bound; the flood's pacing (see the docstring)."""
+        flood, ledger = self.config.flood, self.ledger
+        if flood is None:
+            return [], [], []
+        lateness: list[int] = []
+        late: list[str] = []
+        bound = flood.bound_ms(self.config.faults)
+        for job_id, due_ms in ledger.accepted.items():
+            excluded = ledger.cancelled | ledger.maybe_cancelled | ledger.paused_jobs
+            if job_id in excluded or job_id in ledger.dag_nodes or job_id in ledger.flood:
+                continue
+            if ledger.queue_of.get(job_id) != flood.quiet:
+                continue
+            visible = ledger.visible.get((job_id, 1))
+            if visible is None:
+                late.append(f"{job_id}: never visible")
+                continue
+            lateness.append(visible - due_ms)
+            if visible - due_ms > bound:
+                late.append(f"{job_id}: visible {visible - due_ms} ms after its due time")
+        pacing: list[str] = []
+        if not self.config.faults.any:
+            gap_ms = 1000 * SHARDS / flood.per_second
+            paused_at = ledger.flood_paused_at or 2**62
+            by_shard: dict[int, list[int]] = defaultdict(list)
+            for job_id in ledger.flood:
+                visible = ledger.visible.get((job_id, 1))
+                if visible is not None and visible < paused_at:
+                    by_shard[JobKey.from_job_id(job_id).shard].append(visible)
+            for shard, times in sorted(by_shard.items()):
+                times.sort()
+                for before, after in itertools.pairwise(times):
+                    if after - before < gap_ms - 1000:  # DelaySeconds rounds to whole seconds
+                        pacing.append(f"flood on shard {shard}: {after - before} ms apart")
+        return lateness, late, pacing
 
     def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
         name, _ = self.ledger.dag_nodes[job_id]

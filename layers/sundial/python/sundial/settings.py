@@ -18,6 +18,10 @@ MAX_SHARD_COUNT = 4096
 DEFAULT_SHARDS_PER_SWEEPER = 8
 DEFAULT_RETENTION_DAYS = 30
 MAX_RETENTION_DAYS = 3650
+# Fair dispatch (sundial.dispatch.fairness): a queue's share of a sweep is its weight.
+DEFAULT_DISPATCH_WEIGHT = 1
+MAX_DISPATCH_WEIGHT = 1000
+MAX_DISPATCH_PER_SECOND = 1_000_000
 
 
 class EnvSettings(BaseModel):
@@ -39,6 +43,17 @@ class EnvSettings(BaseModel):
             raise RuntimeError(f"bad SUNDIAL_* environment: {error}") from error
 
 
+class QueueDispatch(BaseModel):
+    """How the sweeper shares out one queue's dispatch (sundial.dispatch.fairness): at most
+    `max_per_second` jobs a second made visible in SQS (None: no cap), and `weight` turns in
+    the weighted round-robin between queues due at the same moment. Strict: JSON numbers only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    max_per_second: int | None = Field(default=None, ge=1, le=MAX_DISPATCH_PER_SECOND)
+    weight: int = Field(default=DEFAULT_DISPATCH_WEIGHT, ge=1, le=MAX_DISPATCH_WEIGHT)
+
+
 class Settings(EnvSettings):
     """What the job functions read: the table, the queues and the deployment's choices."""
 
@@ -57,8 +72,13 @@ class Settings(EnvSettings):
     # The queues that declare a quota (sundial.quotas); the functions that create jobs from a
     # client request (submit, dags, schedules) get SUNDIAL_QUOTAS, the others need none.
     quotas: dict[str, QueueQuota] = Field(default_factory=dict)
+    # SUNDIAL_DISPATCH (the sweeper's): {"queue": {"max_per_second", "weight"}}; a queue
+    # without an entry is uncapped, with weight 1.
+    dispatch: dict[str, QueueDispatch] = Field(default_factory=dict)
 
-    @field_validator("queue_urls", "dead_letter_urls", "priority_queue_urls", mode="before")
+    @field_validator(
+        "queue_urls", "dead_letter_urls", "priority_queue_urls", "dispatch", mode="before"
+    )
     @classmethod
     def _parse_json(cls, value: object) -> object:
         return json.loads(value) if isinstance(value, str) else value

@@ -253,6 +253,8 @@ class Dependencies:
             queue_states=self.queue_states,
             catch_up=self.catch_up,
             retention_days=self.settings.retention_days,
+            dispatch=self.settings.dispatch,
+            shard_count=self.settings.shard_count,
         )
 
     # -- schedules and queue pauses ---------------------------------------------------------

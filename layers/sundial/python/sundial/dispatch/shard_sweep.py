@@ -4,13 +4,15 @@ cursor (the rules are in dispatch.sweeper's docstring and sundial.timing)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
+from math import inf
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.clock import Clock
+from sundial.dispatch.fairness import DispatchPlan, DispatchPolicy, Due, Pacer, plan_dispatch
 from sundial.ids import due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
@@ -48,6 +50,8 @@ class SweepReport:
     lost_races: int = 0
     taken_over: int = 0
     paused: int = 0  # pending jobs of paused queues, passed over
+    paced: int = 0  # jobs of capped queues sent for a slot later than their due time
+    deferred: int = 0  # jobs of capped queues left pending: no slot within SQS's 15 minutes
     poisoned: int = 0  # jobs that can never be sent as they are, marked dead with the reason
     errors: int = 0  # AWS errors met (a claim, an un-claim, a shard), each isolated
     held_shards: list[int] = field(default_factory=list)
@@ -63,6 +67,8 @@ class SweepReport:
         self.lost_races += other.lost_races
         self.taken_over += other.taken_over
         self.paused += other.paused
+        self.paced += other.paced
+        self.deferred += other.deferred
         self.poisoned += other.poisoned
         self.errors += other.errors
         self.held_shards += other.held_shards
@@ -95,6 +101,7 @@ class SweepTools:
     clock: Clock
     chain: OccurrenceChain | None = None
     retention_s: int = 30 * 86_400
+    policy: DispatchPolicy = field(default_factory=DispatchPolicy)
 
 
 class ShardSweep:
@@ -108,8 +115,10 @@ class ShardSweep:
         remaining_ms: Callable[[], int] | None,
         claims: Executor,
         paused_queues: frozenset[str] = frozenset(),
+        paced: Mapping[str, int] | None = None,
     ) -> None:
         self._store, self._sweeps, self._sender = tools.store, tools.sweeps, tools.sender
+        self._policy = tools.policy
         self._clock, self._chain, self._retention_s = tools.clock, tools.chain, tools.retention_s
         self._shard = shard
         self._cursor = cursor or due_sk_bound(0, upper=False)
@@ -129,8 +138,15 @@ class ShardSweep:
         self._expires_at_s = 0
         self._frontier = 0
         self._refs: list[DueRef] = []  # the due range as read
-        self._order: list[int] = []  # indexes into _refs, most urgent first
+        self._plan = DispatchPlan()  # its order, most urgent first, and the paced jobs' slots
+        self._next = 0  # position in the plan's order: everything before it was considered
         self._considered: set[int] = set()
+        # Pacing (sundial.dispatch.fairness): each capped queue's next free send slot on this
+        # shard as read from the cursor item, its pacer during this sweep, and the slot of each
+        # job placed (by sort key: a claim returns a Job, a successor is not in _refs).
+        self._paced_before: dict[str, int] = dict(paced or {})
+        self._pacers: dict[str, Pacer] = {}
+        self._slots: dict[str, int] = {}
         self._malformed = 0
         self._stopped = False
         self.shard = shard
@@ -158,31 +174,72 @@ class ShardSweep:
             else:
                 self._refs.append(ref)
         self.report.seen = len(self._refs)
-        # Higher priority first, then due order. When the range holds more than one sweep can
-        # send (a backlog after an outage), the time goes to the urgent jobs; the cursor holds
-        # at the lowest job left, and the next sweep continues from there.
-        self._order = sorted(
-            range(len(self._refs)), key=lambda i: (_PRIORITY_RANK[self._refs[i].priority], i)
+        # Higher priority first, then the minute each job is due (or its paced slot; overdue
+        # counts as now), queues taking turns by weight within it (sundial.dispatch.fairness).
+        # When the range holds more than one sweep can send (a backlog after an outage), the
+        # time goes to the urgent jobs; the cursor holds at the lowest job left, and the next
+        # sweep continues from there.
+        self._pacers = {
+            queue: pacer
+            for queue in self._policy.queues
+            if (
+                pacer := self._policy.pacer(
+                    queue, next_free_ms=self._paced_before.get(queue, 0), now_ms=now
+                )
+            )
+            is not None
+        }
+        self._plan = plan_dispatch(
+            [
+                Due(ref.queue, ref.due_ms, _PRIORITY_RANK[ref.priority], self._paceable(ref))
+                for ref in self._refs
+            ],
+            policy=self._policy,
+            pacers=self._pacers,
+            now_ms=now,
         )
+        for index, slot in self._plan.slots.items():
+            self._slots[self._refs[index].key.sk] = slot
+        for index in self._plan.deferred:
+            # No slot within SQS's horizon: left pending and unclaimed, and the cursor holds at
+            # it, so a later sweep places it (sundial.timing, "Fair dispatch").
+            self._considered.add(index)
+            self._hold_at(self._refs[index].key.sk)
+        self.report.deferred = len(self._plan.deferred)
 
-    def dispatch(self, priority: Priority | None = None) -> None:
-        """Claim and send the read jobs of `priority` (None: every job left), most urgent and
-        then earliest first. The sweeper calls it once per priority for all its shards in
-        turn, so a group's critical jobs go before any shard's normal ones. Claimed jobs are
-        sent every _FLUSH_AT jobs and when the sweep finishes."""
-        for index in self._order:
-            if self._stopped:
-                return
-            ref = self._refs[index]
-            if index in self._considered or (priority is not None and ref.priority != priority):
-                continue
+    def next_group(self) -> tuple[int, int] | None:
+        """The (priority rank, moment) group of the next job this sweep would take; None when
+        it has taken every one, or stopped."""
+        order, considered = self._plan.order, self._considered
+        while self._next < len(order) and order[self._next] in considered:
+            self._next += 1
+        if self._stopped or self._next >= len(order):
+            return None
+        return self._plan.groups[self._next]
+
+    def dispatch_group(self, group: tuple[int, int], limit: float = inf) -> None:
+        """Claim (and send every _FLUSH_AT) up to `limit` of the read jobs of `group`, in the
+        plan's order. The sweeper calls it a few jobs per shard at a time, so every shard's
+        jobs of a moment go before any shard's of a later one."""
+        taken = 0
+        while taken < limit and self.next_group() == group:
             if self._short_of_time() or len(self._not_sent) >= NOT_SENT_MAX:
                 self._stop()
                 return
+            index = self._plan.order[self._next]
+            self._next += 1
             self._considered.add(index)
-            self._consider(ref)
+            self._consider(self._refs[index])
+            taken += 1
             if len(self._in_flight) + len(self._claimed) >= _FLUSH_AT:
                 self._flush()
+
+    def dispatch(self, priority: Priority | None = None) -> None:
+        """Claim and send the read jobs of `priority` (None: every job left), in the plan's
+        order. Claimed jobs are sent every _FLUSH_AT jobs and when the sweep finishes."""
+        rank = None if priority is None else _PRIORITY_RANK[priority]
+        while (group := self.next_group()) is not None and rank in (None, group[0]):
+            self.dispatch_group(group)
 
     def finish(self) -> SweepReport:
         """Send what is claimed, then move or hold the cursor (THE CURSOR RULE,
@@ -191,7 +248,13 @@ class ShardSweep:
         if len(self._considered) < len(self._refs):
             self._stop()  # jobs never looked at (short of time, or never dispatched) hold it
         next_cursor = self._hold or due_sk_bound(self._frontier + 1, upper=False)
-        if (self.report.seen or self._malformed) and next_cursor > self._cursor:
+        paced = self._pacing_state()
+        if paced is not None:
+            # One write for both: the cursor (where it moved) and the pacing state.
+            self._sweeps.advance_cursor(
+                self._shard, max(next_cursor, self._cursor), paced=paced, token=self._token
+            )
+        elif (self.report.seen or self._malformed) and next_cursor > self._cursor:
             self._sweeps.advance_cursor(self._shard, next_cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
@@ -211,10 +274,30 @@ class ShardSweep:
         """Send what this sweep has claimed so far (the sweeper does after its urgent passes)."""
         self._flush()
 
+    def _pacing_state(self) -> dict[str, int] | None:
+        """The pacing state to store if this sweep placed a job (else None: nothing to write).
+        A slot already past is dropped: it means the same as none (now)."""
+        if not any(pacer.placed for pacer in self._pacers.values()):
+            return None
+        now = self._clock.now_ms()
+        state = {q: ms for q, ms in self._paced_before.items() if q in self._pacers}
+        state |= {q: pacer.next_free_ms for q, pacer in self._pacers.items() if pacer.placed}
+        return {queue: ms for queue, ms in state.items() if ms > now}
+
+    def _paceable(self, job: SweptJob) -> bool:
+        """Would this sweep claim it as a new dispatch (so pacing gives it a slot)? A job taken
+        over from a dead sweep is not paced: that sweep may have placed it already."""
+        return (
+            job.status is Status.PENDING
+            and not job.direct
+            and not _dag_held(job)
+            and job.queue not in self._paused_queues
+        )
+
     def _stop(self) -> None:
         """Take no more jobs: the cursor holds at the lowest job not looked at."""
         self._stopped = True
-        left = [self._refs[i].key.sk for i in self._order if i not in self._considered]
+        left = [self._refs[i].key.sk for i in self._plan.order if i not in self._considered]
         if left:
             self._hold_at(min(left))
 
@@ -228,13 +311,7 @@ class ShardSweep:
         if _dag_held(job):
             return  # a root of a paused DAG: resuming the DAG dispatches it
         if job.status is Status.PENDING:
-            if job.queue in self._paused_queues:
-                self.report.paused += 1
-                return  # stays pending; the queue's resume catches it up
-            if job.schedule_id is not None and self._chain is not None:
-                self._occurrence(job, now)
-            else:
-                self._claim(job, now, from_token=None)
+            self._pending(job, now)
         elif job.status is Status.QUEUED and job.claim_token != self._token:
             not_sent = self._sweep_done(job.claim_token) if job.claim_token else None
             if not_sent is not None and job.id not in not_sent:
@@ -254,6 +331,31 @@ class ShardSweep:
         ):
             # An occurrence cancelled before its time: the schedule goes on from it.
             self._follow(self._chain.advance(job, now_ms=now).successor)
+
+    def _pending(self, job: SweptJob, now: int) -> None:
+        if job.queue in self._paused_queues:
+            self.report.paused += 1
+            return  # stays pending; the queue's resume catches it up
+        if not self._placed(job):
+            return  # no slot within SQS's horizon: stays pending, the cursor holds at it
+        if job.schedule_id is not None and self._chain is not None:
+            self._occurrence(job, now)
+        else:
+            self._claim(job, now, from_token=None)
+
+    def _placed(self, job: SweptJob) -> bool:
+        """A job of a capped queue met beyond the plan (a schedule's successor written by this
+        sweep) is placed now, after every planned one; False when it gets no slot."""
+        pacer = self._pacers.get(job.queue)
+        if pacer is None or job.key.sk in self._slots or isinstance(job, DueRef):
+            return True  # uncapped, or placed by the plan (a deferred ref never gets here)
+        slot = pacer.place(job.due_ms)
+        if slot is None:
+            self.report.deferred += 1
+            self._hold_at(job.key.sk)
+            return False
+        self._slots[job.key.sk] = slot
+        return True
 
     def _occurrence(self, job: SweptJob, now: int) -> None:
         """Advance the schedule (sundial.services.chain) before dispatching its occurrence."""
@@ -332,9 +434,16 @@ class ShardSweep:
         if not self._claimed:
             return
         claimed, self._claimed = self._claimed, []
-        outgoing = [Outgoing(job, attempt=job.retry_attempt or 1) for job in claimed]
+        outgoing = [
+            Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
+            for job in claimed
+        ]
         result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms, pool=self._claims)
         self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
+        not_sent = {message.job.id for message in result.failed}
+        self.report.paced += sum(
+            1 for o in outgoing if o.visible_at_ms > o.run_at_ms and o.job.id not in not_sent
+        )
         self.report.lateness_ms += result.lateness_ms
         if logger.isEnabledFor(logging.INFO):
             # Each job sent with the request that submitted it, so one job can be followed

@@ -10,10 +10,13 @@ the cursor to just past that frontier, or holds it at the first job it could not
 A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
 any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
 
-Higher priority goes first (critical, high, normal, low; then due order) across the whole
-group: the sweep reads every shard's range, then claims one priority at a time over all its
-shards, so when a backlog exceeds what one sweep can send, the time goes to the urgent jobs of
-every shard before any shard's less urgent ones. A sweep that
+Higher priority goes first (critical, high, normal, low; then the minute each job is due, an
+overdue job counting as due now) across the whole group: the sweep reads every shard's range,
+then claims one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
+shard in turn, so when a backlog exceeds what one sweep can send, the time goes to the urgent
+jobs of every shard before any shard's less urgent ones. Within a group, queues take turns by
+their dispatch weight, and a capped queue's jobs are paced over the following seconds
+(dispatch.fairness), so one queue's flood does not starve another's jobs. A sweep that
 holds its cursor below jobs it sent records that it finished (a "done" item per shard and
 sweep), so a later sweep re-reading them does not take them over as if it had crashed.
 Claims run concurrently (a small thread pool per sweep) and are settled in the order they
@@ -27,7 +30,7 @@ This module runs a sweep over a group of shards; dispatch.shard_sweep sweeps one
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -35,10 +38,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ulid import ULID
 
 from sundial.clock import Clock
+from sundial.dispatch.fairness import DispatchPolicy
 from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
 from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
+from sundial.settings import QueueDispatch
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueState, QueueStateStore
 from sundial.store.sweeps import SweepStore
@@ -56,6 +61,12 @@ URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 # at a time leaves a sweeper mostly waiting (BENCHMARKS.md, "CPU per job" and "Scale").
 # boto3 clients are thread-safe; each claim is still its own conditional write.
 CLAIM_CONCURRENCY = 16
+
+# Jobs one shard takes of a (priority, moment) group before the next shard's turn: a job on
+# the group's last shard then waits for at most this many per shard before it, not for every
+# other shard's share of a flood (a few hundredths of a second each at the sweeper's rate).
+SHARD_TURN = 50
+_URGENT_RANKS = frozenset(PRIORITY_ORDER.index(p) for p in URGENT)
 
 
 class SweepRequest(BaseModel):
@@ -79,7 +90,11 @@ class Sweeper:
         catch_up: CatchUp | None = None,
         retention_days: int = 30,
         claim_concurrency: int = CLAIM_CONCURRENCY,
+        dispatch: Mapping[str, QueueDispatch] | None = None,
+        shard_count: int = 1,
     ) -> None:
+        """`dispatch`: each queue's cap and weight (settings.dispatch); `shard_count`: the
+        deployment's, which a cap is divided by (each shard paces its share)."""
         if claim_concurrency < 1:
             raise ValueError("claim_concurrency must be at least 1")
         self._tools = SweepTools(
@@ -89,6 +104,7 @@ class Sweeper:
             clock=clock,
             chain=chain,
             retention_s=retention_days * 86_400,
+            policy=DispatchPolicy(queues=dict(dispatch or {}), shard_count=shard_count),
         )
         self._sweeps = sweeps
         self._clock = clock
@@ -106,32 +122,27 @@ class Sweeper:
         # cursors are at least those the pause recorded (sundial.store.queue_states).
         states = self._queue_states.all() if self._queue_states is not None else {}
         paused = frozenset(name for name, state in states.items() if state.paused)
-        cursors = self._sweeps.read_cursors(shards)
+        cursors = self._sweeps.read_sweep_states(shards)
         report = SweepReport()
         with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
             sweeps: list[ShardSweep] = []
             for shard in shards:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
                     break  # the shards not reached keep their cursors; the next tick continues
+                state = cursors.get(shard)
                 shard_sweep = ShardSweep(
                     self._tools,
                     shard=shard,
-                    cursor=cursors.get(shard),
+                    cursor=state.cursor if state else None,
                     token=token,
                     remaining_ms=remaining_ms,
                     claims=claims,
                     paused_queues=paused,
+                    paced=state.paced if state else None,
                 )
                 if _isolated(shard_sweep, shard_sweep.read, report):
                     sweeps.append(shard_sweep)
-            # One priority at a time across every shard: when the group's backlog is more
-            # than a sweep can send, a critical job of the last shard goes before a normal
-            # job of the first. What the urgent passes claimed is sent before the next pass
-            # (normal and low jobs fill their batches as they come, fewer SQS requests).
-            for priority in PRIORITY_ORDER:
-                sweeps = [s for s in sweeps if _isolated(s, partial(s.dispatch, priority), report)]
-                if priority in URGENT:
-                    sweeps = [s for s in sweeps if _isolated(s, s.flush, report)]
+            sweeps = self._dispatch(sweeps, report)
             for shard_sweep in sweeps:
                 if _isolated(shard_sweep, shard_sweep.finish, report):
                     report.add(shard_sweep.report)
@@ -141,6 +152,32 @@ class Sweeper:
             logger.exception("finishing a queue's catch-up failed")  # retried next sweep
             report.errors += 1
         return report
+
+    def _dispatch(self, sweeps: list[ShardSweep], report: SweepReport) -> list[ShardSweep]:
+        """One (priority, moment) group at a time across every shard, SHARD_TURN jobs per shard
+        in turn: when the group's backlog is more than a sweep can send, a critical job of the
+        last shard goes before a normal job of the first, and a job due now on the last shard
+        before a later one of the first. What the urgent priorities claimed is sent as soon as
+        they are done, and the first moment's at the end of each turn (later moments fill
+        their batches as they come, fewer SQS requests). Returns the shard sweeps still sound."""
+        rank: int | None = None
+        while True:
+            groups = [group for s in sweeps if (group := s.next_group()) is not None]
+            if not groups:
+                break
+            group = min(groups)
+            if rank in _URGENT_RANKS and group[0] != rank:
+                sweeps = [s for s in sweeps if _isolated(s, s.flush, report)]
+            rank = group[0]
+            sweeps = [
+                s
+                for s in sweeps
+                if _isolated(s, partial(s.dispatch_group, group, SHARD_TURN), report)
+                # What is due before the next sweep goes out at the end of its turn, not when
+                # the shard has _FLUSH_AT claimed: other shards' turns come in between.
+                and (group[1] > 0 or _isolated(s, s.flush, report))
+            ]
+        return sweeps
 
     def _finish_catch_ups(
         self,

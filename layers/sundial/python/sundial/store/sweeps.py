@@ -2,15 +2,16 @@
 highest shard count ever deployed.
 
 - sweep cursor ("shard#<n>", "cursor"): sorts after every job key, so due-range queries
-  never see it
+  never see it. It also keeps the shard's pacing state (`paced`: {queue: the next free send
+  slot, ms}, `paced_by`: the sweep that wrote it; sundial.dispatch.fairness)
 - sweep done:  ("shard#<n>", "done#<sweep token>"): that sweep sent all it claimed on the
   shard (written only when it left the cursor held behind jobs it sent)
 - shard count: ("meta", "shards")"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sundial.errors import Unavailable
@@ -64,6 +65,14 @@ _DUE_REF_ATTRIBUTES = (
     "pk, sk, #queue, priority, #status, direct, claim_token, lease_until, retry_of,"
     " schedule_id, chained, held"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSweepState:
+    """A shard's cursor item: its cursor (None: never swept) and its pacing state."""
+
+    cursor: str | None = None
+    paced: dict[str, int] = field(default_factory=dict)  # capped queue -> next free slot, ms
 
 
 def _item_to_due_ref(item: Item) -> DueRef:
@@ -137,7 +146,15 @@ class SweepStore(TableAdapter):
 
     def read_cursors(self, shards: Sequence[int]) -> dict[int, str]:
         """The sweep cursor of each shard that has one: the lowest sort key still to look at."""
-        cursors: dict[int, str] = {}
+        return {
+            shard: state.cursor
+            for shard, state in self.read_sweep_states(shards).items()
+            if state.cursor is not None
+        }
+
+    def read_sweep_states(self, shards: Sequence[int]) -> dict[int, ShardSweepState]:
+        """The cursor item of each shard that has one: its cursor and its pacing state."""
+        states: dict[int, ShardSweepState] = {}
         for start in range(0, len(shards), 100):
             keys: list[Any] = [
                 {"pk": str_attr(shard_pk(s)), "sk": str_attr(CURSOR_SK)}
@@ -147,7 +164,7 @@ class SweepStore(TableAdapter):
                 self._table: {
                     "Keys": keys,
                     "ConsistentRead": True,
-                    "ProjectionExpression": "pk, #c",
+                    "ProjectionExpression": "pk, #c, paced",
                 }
             }
             request[self._table]["ExpressionAttributeNames"] = {"#c": "cursor"}
@@ -155,16 +172,52 @@ class SweepStore(TableAdapter):
                 response = self._db.batch_get_item(RequestItems=request)
                 for item in response.get("Responses", {}).get(self._table, []):
                     shard = int(item["pk"]["S"].removeprefix("shard#"))
-                    cursors[shard] = item["cursor"]["S"]
+                    paced = item.get("paced", {}).get("M", {})
+                    states[shard] = ShardSweepState(
+                        cursor=item["cursor"]["S"] if "cursor" in item else None,
+                        paced={queue: int(value["N"]) for queue, value in paced.items()},
+                    )
                 request = dict(response.get("UnprocessedKeys", {}))
                 if not request:
                     break
             else:
                 raise Unavailable("DynamoDB left sweep cursors unread")
-        return cursors
+        return states
 
-    def advance_cursor(self, shard: int, cursor: str) -> bool:
-        """Move a shard's cursor forward, never back: concurrent sweepers may race here."""
+    def advance_cursor(
+        self,
+        shard: int,
+        cursor: str,
+        *,
+        paced: Mapping[str, int] | None = None,
+        token: str | None = None,
+    ) -> bool:
+        """Move a shard's cursor forward, never back: concurrent sweepers may race here.
+
+        With `paced` (the shard's pacing state after sweep `token`), the same write stores it
+        and the cursor may also stay where it is; it is refused, writing nothing, if a later
+        sweep (tokens sort by time) has stored its own state, or the cursor has moved past
+        `cursor` meanwhile. A refused write loses only pacing precision: not moving a cursor
+        is always safe (THE CURSOR RULE, sundial.timing)."""
+        if paced is not None:
+            if token is None:
+                raise ValueError("a pacing state needs the sweep's token")
+            moved, _ = self._write_if(
+                "update",
+                Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
+                UpdateExpression="SET #c = :c, paced = :p, paced_by = :t",
+                ConditionExpression=(
+                    "(attribute_not_exists(#c) OR #c <= :c)"
+                    " AND (attribute_not_exists(paced_by) OR paced_by < :t)"
+                ),
+                ExpressionAttributeNames={"#c": "cursor"},
+                ExpressionAttributeValues={
+                    ":c": str_attr(cursor),
+                    ":p": {"M": {queue: num_attr(ms) for queue, ms in sorted(paced.items())}},
+                    ":t": str_attr(token),
+                },
+            )
+            return moved
         moved, _ = self._write_if(
             "update",
             Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},

@@ -41,10 +41,19 @@ class Outgoing:
     job: Job
     attempt: int = 1
     due_ms: int | None = None  # when this attempt is due; by default the job's due time
+    # A paced job's send slot (sundial.dispatch.fairness): visible then, not at its due time.
+    # The envelope's run_at stays the due time, so a consumer sees the pacing as lateness.
+    slot_ms: int | None = None
+
+    @property
+    def run_at_ms(self) -> int:
+        """When this attempt is due (the envelope's run_at)."""
+        return self.job.due_ms if self.due_ms is None else self.due_ms
 
     @property
     def visible_at_ms(self) -> int:
-        return self.job.due_ms if self.due_ms is None else self.due_ms
+        """When the message is to become visible: its due time, or its later send slot."""
+        return max(self.run_at_ms, self.slot_ms or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +68,8 @@ class SendResult:
     retry: list[Outgoing] = field(default_factory=list)  # not sent; may succeed next time
     rejected: list[Rejected] = field(default_factory=list)  # not sent; never will be as is
     # Of each message sent: when SQS makes it visible (sent + DelaySeconds) minus its due
-    # time, in ms (0 or more: a message is never visible early). The dispatch lateness metric.
+    # time (a paced job's slot), in ms (0 or more: a message is never visible early). The
+    # dispatch lateness metric: it measures Sundial, not the pacing a queue asked for.
     lateness_ms: list[int] = field(default_factory=list)
 
     @property
@@ -104,7 +114,7 @@ class QueueSender(QueueRoutes):
                 result.rejected.append(Rejected(message, "UnknownQueue", reason))
                 continue
             try:
-                body = envelope_body(job, attempt=message.attempt, run_at_ms=message.visible_at_ms)
+                body = envelope_body(job, attempt=message.attempt, run_at_ms=message.run_at_ms)
             except (ValueError, TypeError, OverflowError) as error:
                 reason = f"cannot build the message: {error}"
                 result.rejected.append(Rejected(message, "MalformedJob", reason))
