@@ -56,6 +56,8 @@ COMMON_ENVIRONMENT = {
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
 # The functions that create jobs from a client request read the queues' quotas.
 QUOTA_FUNCTIONS = {"submit", "dags", "schedules"}
+# The API functions read the queues' access lists (stacks/access.py).
+API_FUNCTIONS = {"submit", "jobs", "dags", "workers", "schedules", "queues"}
 SWEEPER_ONLY_ENVIRONMENT = {"SUNDIAL_DISPATCH"}
 QUEUE_NAMES = ["default", "demo", "email"]
 RETRY_KEYS = {"max_attempts", "initial_delay_seconds", "factor", "max_delay_seconds"}
@@ -112,6 +114,7 @@ def test_function_environment_names(synthesized: Synthesized, name: str) -> None
     only = {"fanout": FANOUT_ONLY_ENVIRONMENT, "sweeper": SWEEPER_ONLY_ENVIRONMENT}
     expected = COMMON_ENVIRONMENT | only.get(name, set())
     expected |= {"SUNDIAL_QUOTAS"} if name in QUOTA_FUNCTIONS else set()
+    expected |= {"SUNDIAL_ACCESS"} if name in API_FUNCTIONS else set()
     assert set(variables) == expected
     assert variables["POWERTOOLS_SERVICE_NAME"] == "sundial"
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Sundial"
