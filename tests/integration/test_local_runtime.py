@@ -244,6 +244,36 @@ def test_every_line_of_the_functions_log_is_json(running: Running) -> None:
         assert isinstance(json.loads(line), dict), line
 
 
+def _cli(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `sundial` command (sundial.client.cli, the console script's entry) over real HTTP."""
+    command = [sys.executable, "-m", "sundial.client.cli", *args, "--api", running.api]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_cli_drives_the_local_runtime_end_to_end(running: Running, tmp_path: Path) -> None:
+    # Given a payload file, When a job is submitted with the CLI, Then it prints it as JSON
+    payload = tmp_path / "job.json"
+    payload.write_text(json.dumps({"to": "ada@example.com"}))
+    submitted = _cli(
+        running, "jobs", "submit", "--queue", "email", "--in", "1h", "--payload", f"@{payload}",
+        "--json",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)
+    assert job["status"] == "pending" and job["queue"] == "email"
+    # And get shows it in a table, cancel cancels it, and a second retry conflicts (exit 5)
+    shown = _cli(running, "jobs", "get", job["id"])
+    assert shown.returncode == 0 and job["id"] in shown.stdout
+    assert _cli(running, "jobs", "cancel", job["id"]).returncode == 0
+    assert _cli(running, "jobs", "retry", job["id"]).returncode == 0
+    assert _cli(running, "jobs", "retry", job["id"]).returncode == 5
+    # And the queue listing and an unknown job (exit 4) behave as documented
+    listed = _cli(running, "queues", "ls", "--json")
+    assert listed.returncode == 0
+    assert "email" in [json.loads(line)["queue"] for line in listed.stdout.splitlines()]
+    assert _cli(running, "jobs", "get", _unknown_id()).returncode == 4
+
+
 def _unknown_id() -> str:
     return JobKey(shard=0, due_ms=1_900_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
 
