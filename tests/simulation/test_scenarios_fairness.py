@@ -2,11 +2,12 @@
 the same second, capped at 2 a second over 8 shards, so the flood is spread over minutes of
 sweeps; deferral past SQS's 15 minutes is covered by tests/unit/dispatch/test_fair_dispatch.py,
 and `--flood 2000` exercises it here, at several minutes a seed) while the run goes on; the
-flooding queue is paused and resumed by the racing clients. The oracle's usual checks (no loss, no duplicate without a crash, none
-early, a cancel that answered 200 never runs, schedules and DAGs) hold, and the quiet queue
-`email` stays within its bound (sim.Flood.bound_ms: its due second without faults; with them,
-at most a claim's lease and two sweeps more). Each seed runs in a fresh process with fixed
-string hashing, as `python -m tests.simulation --seed N --flood FLOOD` replays it."""
+flooding queue is paused and resumed by the racing clients. The oracle's usual checks (no
+loss, no duplicate without a crash, none early, a cancel that answered 200 never runs,
+schedules and DAGs) hold, and the quiet queue `email` stays within its bound
+(sim.Flood.bound_ms: its due second without faults; with them, at most a claim's lease and two
+sweeps more). Each seed runs in a fresh process with fixed string hashing, as
+`python -m tests.simulation --seed N --flood FLOOD` replays it."""
 
 from __future__ import annotations
 
