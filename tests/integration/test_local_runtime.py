@@ -219,7 +219,7 @@ def test_cancel_and_errors_over_http(running: Running) -> None:
 
 def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> None:
     # Given cdk.json declares no access lists: the emulator account may do everything
-    body = {"queue": "email", "delay_seconds": 3600}
+    body = {"queue": "demo", "delay_seconds": 3600}
     status, job = _http("POST", f"{running.api}/jobs", body, timeout=60)  # maybe a cold start
     assert status == 201
     own_role = "arn:aws:iam::123456789012:role/anything"
@@ -227,15 +227,16 @@ def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> No
     # When another account's role calls, Then it is refused, naming the queue and permission
     foreign = "arn:aws:iam::210987654321:role/intruder"
     status, error = _http("DELETE", f"{running.api}/jobs/{job['id']}", caller=foreign)
-    assert status == 403 and "lacks 'control' on queue 'email'" in error["message"]
+    assert status == 403 and "lacks 'control' on queue 'demo'" in error["message"]
     assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "pending"
     # And a header that names no IAM identity is a 403 too
     assert _http("GET", f"{running.api}/jobs/{job['id']}", caller="bob")[0] == 403
 
 
 def test_every_line_of_the_functions_log_is_json(running: Running) -> None:
-    # Given some traffic, a failing request among it
-    _http("POST", f"{running.api}/jobs", {"queue": "email", "delay_seconds": 60}, timeout=60)
+    # Given some traffic (on `demo`, whose example consumer takes it: the tests below read
+    # `default` and `email` and need nothing of this test's there)
+    _http("POST", f"{running.api}/jobs", {"queue": "demo", "delay_seconds": 60}, timeout=60)
     _http("GET", f"{running.api}/queues/email", timeout=60)
     # Then every line the functions wrote is one JSON object (warnings and tracebacks too)
     lines = [line for line in running.log.read_text().splitlines() if line.strip()]
@@ -251,16 +252,18 @@ def _cli(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_drives_the_local_runtime_end_to_end(running: Running, tmp_path: Path) -> None:
+    # (on `demo`, whose example consumer takes the retried job: the tests below read `default`
+    # and `email` and need nothing of this test's there)
     # Given a payload file, When a job is submitted with the CLI, Then it prints it as JSON
     payload = tmp_path / "job.json"
     payload.write_text(json.dumps({"to": "ada@example.com"}))
     submitted = _cli(
-        running, "jobs", "submit", "--queue", "email", "--in", "1h", "--payload", f"@{payload}",
+        running, "jobs", "submit", "--queue", "demo", "--in", "1h", "--payload", f"@{payload}",
         "--json",
     )  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr
     job = json.loads(submitted.stdout)
-    assert job["status"] == "pending" and job["queue"] == "email"
+    assert job["status"] == "pending" and job["queue"] == "demo"
     # And get shows it in a table, cancel cancels it, and a second retry conflicts (exit 5)
     shown = _cli(running, "jobs", "get", job["id"])
     assert shown.returncode == 0 and job["id"] in shown.stdout
