@@ -217,66 +217,6 @@ def test_cancel_and_errors_over_http(running: Running) -> None:
     assert _http("GET", f"{running.api}/nowhere")[0] == 404
 
 
-def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> None:
-    # Given cdk.json declares no access lists: the emulator account may do everything
-    body = {"queue": "demo", "delay_seconds": 3600}
-    status, job = _http("POST", f"{running.api}/jobs", body, timeout=60)  # maybe a cold start
-    assert status == 201
-    own_role = "arn:aws:iam::123456789012:role/anything"
-    assert _http("GET", f"{running.api}/jobs/{job['id']}", timeout=60, caller=own_role)[0] == 200
-    # When another account's role calls, Then it is refused, naming the queue and permission
-    foreign = "arn:aws:iam::210987654321:role/intruder"
-    status, error = _http("DELETE", f"{running.api}/jobs/{job['id']}", caller=foreign)
-    assert status == 403 and "lacks 'control' on queue 'demo'" in error["message"]
-    assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "pending"
-    # And a header that names no IAM identity is a 403 too
-    assert _http("GET", f"{running.api}/jobs/{job['id']}", caller="bob")[0] == 403
-
-
-def test_every_line_of_the_functions_log_is_json(running: Running) -> None:
-    # Given some traffic (on `demo`, whose example consumer takes it: the tests below read
-    # `default` and `email` and need nothing of this test's there)
-    _http("POST", f"{running.api}/jobs", {"queue": "demo", "delay_seconds": 60}, timeout=60)
-    _http("GET", f"{running.api}/queues/email", timeout=60)
-    # Then every line the functions wrote is one JSON object (warnings and tracebacks too)
-    lines = [line for line in running.log.read_text().splitlines() if line.strip()]
-    assert lines
-    for line in lines:
-        assert isinstance(json.loads(line), dict), line
-
-
-def _cli(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
-    """The `sundial` command (sundial.client.cli, the console script's entry) over real HTTP."""
-    command = [sys.executable, "-m", "sundial.client.cli", *args, "--api", running.api]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-
-
-def test_the_cli_drives_the_local_runtime_end_to_end(running: Running, tmp_path: Path) -> None:
-    # (on `demo`, whose example consumer takes the retried job: the tests below read `default`
-    # and `email` and need nothing of this test's there)
-    # Given a payload file, When a job is submitted with the CLI, Then it prints it as JSON
-    payload = tmp_path / "job.json"
-    payload.write_text(json.dumps({"to": "ada@example.com"}))
-    submitted = _cli(
-        running, "jobs", "submit", "--queue", "demo", "--in", "1h", "--payload", f"@{payload}",
-        "--json",
-    )  # fmt: skip
-    assert submitted.returncode == 0, submitted.stderr
-    job = json.loads(submitted.stdout)
-    assert job["status"] == "pending" and job["queue"] == "demo"
-    # And get shows it in a table, cancel cancels it, and a second retry conflicts (exit 5)
-    shown = _cli(running, "jobs", "get", job["id"])
-    assert shown.returncode == 0 and job["id"] in shown.stdout
-    assert _cli(running, "jobs", "cancel", job["id"]).returncode == 0
-    assert _cli(running, "jobs", "retry", job["id"]).returncode == 0
-    assert _cli(running, "jobs", "retry", job["id"]).returncode == 5
-    # And the queue listing and an unknown job (exit 4) behave as documented
-    listed = _cli(running, "queues", "ls", "--json")
-    assert listed.returncode == 0
-    assert "email" in [json.loads(line)["queue"] for line in listed.stdout.splitlines()]
-    assert _cli(running, "jobs", "get", _unknown_id()).returncode == 4
-
-
 def _unknown_id() -> str:
     return JobKey(shard=0, due_ms=1_900_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
 
@@ -558,3 +498,65 @@ def test_a_dag_completes_on_the_example_consumer(running: Running) -> None:
         {"name": "loop", "nodes": {"a": {"queue": "demo", "depends_on": ["a"]}}},
     )
     assert status == 400 and error["errors"][0]["field"] == "nodes.a.depends_on"
+
+
+# Last in the file: these add jobs to `demo` (its example consumer takes them), which the
+# history test above counts exactly.
+def test_the_caller_header_chooses_who_signs_the_request(running: Running) -> None:
+    # Given cdk.json declares no access lists: the emulator account may do everything
+    body = {"queue": "demo", "delay_seconds": 3600}
+    status, job = _http("POST", f"{running.api}/jobs", body, timeout=60)  # maybe a cold start
+    assert status == 201
+    own_role = "arn:aws:iam::123456789012:role/anything"
+    assert _http("GET", f"{running.api}/jobs/{job['id']}", timeout=60, caller=own_role)[0] == 200
+    # When another account's role calls, Then it is refused, naming the queue and permission
+    foreign = "arn:aws:iam::210987654321:role/intruder"
+    status, error = _http("DELETE", f"{running.api}/jobs/{job['id']}", caller=foreign)
+    assert status == 403 and "lacks 'control' on queue 'demo'" in error["message"]
+    assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "pending"
+    # And a header that names no IAM identity is a 403 too
+    assert _http("GET", f"{running.api}/jobs/{job['id']}", caller="bob")[0] == 403
+
+
+def test_every_line_of_the_functions_log_is_json(running: Running) -> None:
+    # Given some traffic (on `demo`, whose example consumer takes it: it runs after the
+    # tests that count what reaches `default`, `email` and `demo`)
+    _http("POST", f"{running.api}/jobs", {"queue": "demo", "delay_seconds": 60}, timeout=60)
+    _http("GET", f"{running.api}/queues/email", timeout=60)
+    # Then every line the functions wrote is one JSON object (warnings and tracebacks too)
+    lines = [line for line in running.log.read_text().splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        assert isinstance(json.loads(line), dict), line
+
+
+def _cli(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `sundial` command (sundial.client.cli, the console script's entry) over real HTTP."""
+    command = [sys.executable, "-m", "sundial.client.cli", *args, "--api", running.api]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_cli_drives_the_local_runtime_end_to_end(running: Running, tmp_path: Path) -> None:
+    # (on `demo`, whose example consumer takes the retried job: it runs after the tests
+    # that count what reaches `default`, `email` and `demo`)
+    # Given a payload file, When a job is submitted with the CLI, Then it prints it as JSON
+    payload = tmp_path / "job.json"
+    payload.write_text(json.dumps({"to": "ada@example.com"}))
+    submitted = _cli(
+        running, "jobs", "submit", "--queue", "demo", "--in", "1h", "--payload", f"@{payload}",
+        "--json",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job = json.loads(submitted.stdout)
+    assert job["status"] == "pending" and job["queue"] == "demo"
+    # And get shows it in a table, cancel cancels it, and a second retry conflicts (exit 5)
+    shown = _cli(running, "jobs", "get", job["id"])
+    assert shown.returncode == 0 and job["id"] in shown.stdout
+    assert _cli(running, "jobs", "cancel", job["id"]).returncode == 0
+    assert _cli(running, "jobs", "retry", job["id"]).returncode == 0
+    assert _cli(running, "jobs", "retry", job["id"]).returncode == 5
+    # And the queue listing and an unknown job (exit 4) behave as documented
+    listed = _cli(running, "queues", "ls", "--json")
+    assert listed.returncode == 0
+    assert "email" in [json.loads(line)["queue"] for line in listed.stdout.splitlines()]
+    assert _cli(running, "jobs", "get", _unknown_id()).returncode == 4
