@@ -167,6 +167,11 @@ class SundialClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
 
+    @property
+    def transport(self) -> Transport:
+        """How requests reach the API (the admin UI's server passes its calls through it)."""
+        return self._transport
+
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(
