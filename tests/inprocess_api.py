@@ -129,7 +129,14 @@ class FailingFirst:
         return self.inner(request)
 
 
-def kill_through_a_worker(sundial: SundialClient, deps: Dependencies, count: int) -> list[str]:
+def kill_through_a_worker(
+    sundial: SundialClient,
+    deps: Dependencies,
+    count: int,
+    *,
+    error_type: str | None = None,
+    message: str | None = None,
+) -> list[str]:
     """`count` jobs, each leased and nacked as non-retryable by a worker (so dead), their
     letters drained from the DLQ into the table by the indexer Lambda."""
     ids = [sundial.submit("default", {"n": n}, max_attempts=1).id for n in range(count)]
@@ -138,7 +145,10 @@ def kill_through_a_worker(sundial: SundialClient, deps: Dependencies, count: int
         leased += sundial.lease("default", wait=0, max_jobs=10, lease_seconds=60).jobs
     for held in leased:
         assert sundial.heartbeat(held.job.id, held.lease).status == "running"
-        assert sundial.nack(held.job.id, held.lease, retryable=False).status == "dead"
+        failed = sundial.nack(
+            held.job.id, held.lease, retryable=False, error_type=error_type, message=message
+        )
+        assert failed.status == "dead"
     sqs = boto3.client("sqs")
     url = deps.settings.dead_letter_urls["default"]
     while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
@@ -146,8 +156,8 @@ def kill_through_a_worker(sundial: SundialClient, deps: Dependencies, count: int
         assert (
             _handler("dead_letters").handler(event, FakeLambdaContext())["batchItemFailures"] == []
         )
-        for message in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        for received in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=received["ReceiptHandle"])
     return ids
 
 

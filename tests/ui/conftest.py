@@ -37,7 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 560}
 
 
 def find_chromium() -> str | None:

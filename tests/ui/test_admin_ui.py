@@ -21,19 +21,25 @@ def open_page(page: Page, ui_server: UiServer, hash_path: str) -> None:
     expect(page.locator("body")).to_have_attribute("data-ready", f"#{hash_path}")
 
 
-def test_the_queues_page_pauses_and_resumes_a_queue(
-    page: Page, ui_server: UiServer, sundial: SundialClient
+def test_the_queues_page_shows_depths_and_pauses_and_resumes_a_queue(
+    page: Page, ui_server: UiServer, sundial: SundialClient, deps: Dependencies
 ) -> None:
-    # Given the queues page
+    # Given a dead job on default and three jobs waiting in email's SQS queue
+    kill_through_a_worker(sundial, deps, 1, error_type="Timeout", message="no answer in 30 s")
+    for n in range(3):
+        sundial.submit("email", {"n": n})
+    # When the queues page is opened, Then it shows each queue's counts as the API has them
     open_page(page, ui_server, "/queues")
+    expect(page.locator("#queues tbody tr")).to_have_count(len(sundial.list_queues()))
     email = page.locator("#queues tr[data-queue=email]")
     expect(email.locator(".state")).to_have_text("running")
-    expect(page.locator("#queues tbody tr")).to_have_count(len(sundial.list_queues()))
-    screenshot(page, "queues")
+    expect(email.locator(".visible")).to_have_text("3")
+    expect(page.locator("#queues tr[data-queue=default] .dead")).to_have_text("1")
     # When Pause is clicked, Then the row says paused and the API has the queue paused
     email.get_by_role("button", name="Pause").click()
     expect(email.locator(".state")).to_have_text("paused")
     expect(page.locator("#notice")).to_have_text("Queue email paused")
+    screenshot(page, "queues")
     assert sundial.get_queue("email").paused is True
     assert sundial.get_queue("default").paused is False
     # When Resume is clicked, Then it runs again
@@ -46,7 +52,9 @@ def test_dead_letters_page_inspect_and_replay_one_then_all(
     page: Page, ui_server: UiServer, sundial: SundialClient, deps: Dependencies
 ) -> None:
     # Given three dead jobs, listed two per page
-    ids = kill_through_a_worker(sundial, deps, 3)
+    ids = kill_through_a_worker(
+        sundial, deps, 3, error_type="SmtpRefused", message="550 5.1.1 mailbox unavailable"
+    )
     open_page(page, ui_server, "/dead/default?limit=2")
     rows = page.locator("#dead-letters tbody tr")
     expect(rows).to_have_count(2)
@@ -55,20 +63,24 @@ def test_dead_letters_page_inspect_and_replay_one_then_all(
     page.get_by_role("button", name="Previous").click()
     expect(rows).to_have_count(2)
     # When one is inspected, Then its envelope and its job's attempt errors are shown
-    target = rows.filter(has_text=ids[0])
+    chosen = rows.first.get_attribute("data-job") or ""
+    others = [i for i in ids if i != chosen]
+    target = rows.filter(has_text=chosen)
     target.get_by_role("button", name="Inspect").click()
     detail = page.locator("#letter-detail")
-    expect(detail.locator("pre.json")).to_contain_text(f'"id": "{ids[0]}"')
-    expect(detail.locator("table.attempt-errors tbody tr")).to_have_count(
-        len(sundial.get_job(ids[0]).history)
-    )
+    expect(detail.locator("pre.json")).to_contain_text(f'"id": "{chosen}"')
+    [attempt_error] = sundial.get_job(chosen).history
+    errors_shown = detail.locator("table.attempt-errors tbody tr")
+    expect(errors_shown).to_have_count(1)
+    expect(errors_shown).to_contain_text(f"{attempt_error.error_type}{attempt_error.message}")
     screenshot(page, "dead-letters")
     # When it is replayed, Then it leaves the list and only its job is queued again
     target.get_by_role("button", name="Replay").click()
-    expect(page.locator("#notice")).to_have_text(f"Job {ids[0]} re-queued")
-    expect(page.locator(f"#dead-letters tr[data-job='{ids[0]}']")).to_have_count(0)
-    assert [sundial.get_job(i).status for i in ids] == ["queued", "dead", "dead"]
-    assert sorted(x.job_id or "" for x in sundial.dead_letters("default")) == sorted(ids[1:])
+    expect(page.locator("#notice")).to_have_text(f"Job {chosen} re-queued")
+    expect(page.locator(f"#dead-letters tr[data-job='{chosen}']")).to_have_count(0)
+    assert sundial.get_job(chosen).status == "queued"
+    assert [sundial.get_job(i).status for i in others] == ["dead", "dead"]
+    assert sorted(x.job_id or "" for x in sundial.dead_letters("default")) == sorted(others)
     # When the rest are replayed all at once (confirmed), Then none is left
     page.get_by_role("button", name="Replay all").click()
     expect(page.locator("#dead-letters-empty")).to_be_visible()

@@ -172,7 +172,7 @@ async function queuesPage() {
     return h("tr", { "data-queue": q.queue },
       h("td", {}, h("b", {}, q.queue)),
       h("td", { class: "state", "data-state": state }, state),
-      h("td", { class: "num" }, q.messages.visible),
+      h("td", { class: "num visible" }, q.messages.visible),
       h("td", { class: "num" }, q.messages.in_flight),
       h("td", { class: "num" }, q.messages.delayed),
       h("td", { class: "num dead" }, link(`#/dead/${seg(q.queue)}`, dead)),
