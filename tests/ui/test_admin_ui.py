@@ -4,7 +4,7 @@ test checks the API's state after the clicks, not only what the page shows."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from sundial.client import InvalidRequest, NotFound, SundialClient
 from sundial.client.ui.server import UiServer
@@ -19,6 +19,12 @@ from tests.ui.conftest import screenshot
 def open_page(page: Page, ui_server: UiServer, hash_path: str) -> None:
     page.goto(f"{ui_server.url}#{hash_path}")
     expect(page.locator("body")).to_have_attribute("data-ready", f"#{hash_path}")
+
+
+def click(page: Page, action: str, then_shown: Locator, text: str) -> None:
+    """Click the page's `action` button and wait until `then_shown` reads `text`."""
+    page.locator(f"button[data-action={action}]").click()
+    expect(then_shown).to_have_text(text)
 
 
 def test_the_queues_page_shows_depths_and_pauses_and_resumes_a_queue(
@@ -125,12 +131,10 @@ def test_job_lookup_shows_the_job_then_cancel_and_retry_it(
     )
     expect(page.locator("pre.json")).to_contain_text("ada@example.com")
     # When it is cancelled (confirmed), Then the API has it cancelled
-    page.locator("button[data-action=cancel]").click()
-    expect(page.locator("h1 + .badge")).to_have_text("cancelled")
+    click(page, "cancel", page.locator("h1 + .badge"), "cancelled")
     assert sundial.get_job(job.id).status == "cancelled"
     # When it is retried, Then it is queued to run now
-    page.locator("button[data-action=retry]").click()
-    expect(page.locator("h1 + .badge")).to_have_text("queued")
+    click(page, "retry", page.locator("h1 + .badge"), "queued")
     assert sundial.get_job(job.id).status == "queued"
 
 
@@ -178,11 +182,9 @@ def test_schedule_page_shows_runs_and_pauses_and_resumes(
         schedule.next_run_at.strftime("%Y-%m-%d %H:%M:%S")
     )
     # When paused, Then the API has it paused; when resumed, active again
-    page.locator("button[data-action=pause]").click()
-    expect(page.locator("#schedule-state")).to_have_text("paused")
+    click(page, "pause", page.locator("#schedule-state"), "paused")
     assert sundial.get_schedule(schedule.id).state == "paused"
-    page.locator("button[data-action=resume]").click()
-    expect(page.locator("#schedule-state")).to_have_text("active")
+    click(page, "resume", page.locator("#schedule-state"), "active")
     assert sundial.get_schedule(schedule.id).state == "active"
 
 
@@ -207,6 +209,5 @@ def test_dag_page_draws_every_node_by_depth_with_its_status(
             parent_x = page.locator(f"a[data-node='{parent}'] rect").get_attribute("x")
             assert float(parent_x or "nan") < x, (parent, name)
     # When it is paused from the page, Then the API has it paused
-    page.locator("button[data-action=pause]").click()
-    expect(page.locator("h1 + .badge")).to_have_text("paused")
+    click(page, "pause", page.locator("h1 + .badge"), "paused")
     assert sundial.get_dag(dag.id).status == "paused"

@@ -159,15 +159,9 @@ async function queuesPage() {
   const { queues } = await api("GET", "/queues");
   const rows = queues.map((q) => {
     const state = q.paused ? "paused" : (q.catching_up ? "catching up" : "running");
-    const toggle = q.paused
-      ? actionButton("Resume", async () => {
-        await api("POST", `/queues/${seg(q.queue)}/resume`);
-        return `Queue ${q.queue} resumed`;
-      }, { "data-action": "resume" })
-      : actionButton("Pause", async () => {
-        await api("POST", `/queues/${seg(q.queue)}/pause`);
-        return `Queue ${q.queue} paused`;
-      }, { "data-action": "pause" });
+    const [verb, done] = q.paused ? ["resume", "resumed"] : ["pause", "paused"];
+    const toggle = postButton(q.paused ? "Resume" : "Pause", `/queues/${seg(q.queue)}/${verb}`,
+      `Queue ${q.queue} ${done}`, { "data-action": verb });
     const dead = `${q.dead_letters}${q.dead_letters_capped ? "+" : ""}`;
     return h("tr", { "data-queue": q.queue },
       h("td", {}, h("b", {}, q.queue)),
@@ -190,6 +184,14 @@ async function queuesPage() {
       "(priority queue included). Pausing a queue holds its jobs in Sundial; what came due ",
       "meanwhile is sent when it resumes."),
   );
+}
+
+// A button that POSTs to `path` (pause, resume, retry), then shows `done`.
+function postButton(label, path, done, attrs) {
+  return actionButton(label, async () => {
+    await api("POST", path);
+    return done;
+  }, attrs);
 }
 
 function refreshButton() {
@@ -341,22 +343,13 @@ async function jobPage(id) {
     }, { class: "danger", "data-action": "cancel" }));
   }
   if (["dead", "failed", "cancelled"].includes(job.status)) {
-    buttons.push(actionButton("Retry now", async () => {
-      await api("POST", `${path}/retry`);
-      return "Job re-queued";
-    }, { "data-action": "retry" }));
+    buttons.push(postButton("Retry now", `${path}/retry`, "Job re-queued", { "data-action": "retry" }));
   }
   if (job.status === "pending") {
-    buttons.push(actionButton("Pause", async () => {
-      await api("POST", `${path}/pause`);
-      return "Job paused";
-    }, { "data-action": "pause" }));
+    buttons.push(postButton("Pause", `${path}/pause`, "Job paused", { "data-action": "pause" }));
   }
   if (job.status === "paused") {
-    buttons.push(actionButton("Resume", async () => {
-      await api("POST", `${path}/resume`);
-      return "Job resumed";
-    }, { "data-action": "resume" }));
+    buttons.push(postButton("Resume", `${path}/resume`, "Job resumed", { "data-action": "resume" }));
   }
   show(
     h("div", { class: "toolbar" }, h("h1", {}, "Job ", h("span", { class: "mono" }, job.id)),
@@ -387,14 +380,9 @@ async function schedulePage(id, before) {
     api("GET", path), api("GET", `${path}/runs`, { query: { limit: 20, before } }),
   ]);
   const toggle = schedule.state === "paused"
-    ? actionButton("Resume", async () => {
-      await api("POST", `${path}/resume`);
-      return "Schedule resumed";
-    }, { "data-action": "resume" })
-    : schedule.state === "active" ? actionButton("Pause", async () => {
-      await api("POST", `${path}/pause`);
-      return "Schedule paused";
-    }, { "data-action": "pause" }) : null;
+    ? postButton("Resume", `${path}/resume`, "Schedule resumed", { "data-action": "resume" })
+    : schedule.state === "active"
+      ? postButton("Pause", `${path}/pause`, "Schedule paused", { "data-action": "pause" }) : null;
   const rows = runs.runs.map((run) => h("tr", {},
     h("td", { class: "mono" }, when(run.scheduled_for)), h("td", {}, badge(run.outcome)),
     h("td", {}, run.status ? badge(run.status) : h("span", { class: "muted" }, "expired")),
@@ -491,16 +479,10 @@ async function dagPage(id) {
   const dag = await api("GET", path);
   const buttons = [];
   if (dag.status === "running") {
-    buttons.push(actionButton("Pause", async () => {
-      await api("POST", `${path}/pause`);
-      return "DAG paused";
-    }, { "data-action": "pause" }));
+    buttons.push(postButton("Pause", `${path}/pause`, "DAG paused", { "data-action": "pause" }));
   }
   if (dag.status === "paused") {
-    buttons.push(actionButton("Resume", async () => {
-      await api("POST", `${path}/resume`);
-      return "DAG resumed";
-    }, { "data-action": "resume" }));
+    buttons.push(postButton("Resume", `${path}/resume`, "DAG resumed", { "data-action": "resume" }));
   }
   if (dag.status === "running" || dag.status === "paused") {
     buttons.push(actionButton("Cancel", async () => {

@@ -20,7 +20,7 @@ from sundial.client.ui import UI_HEADER
 from sundial.client.ui.server import PROXIED_ROUTES, UiServer
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens
-OPENAPI = Path(__file__).resolve().parents[2] / "openapi.json"
+OPENAPI = Path(__file__).resolve().parents[3] / "openapi.json"
 
 
 class Recording:
