@@ -64,8 +64,22 @@ cfn-lint: synth ## cfn-lint the synthesized templates
 openapi: $(VENV)/.installed ## Regenerate openapi.json from the code
 	$(PY) -m sundial.api.openapi > openapi.json
 
+# The admin UI's browser tests (tests/ui) drive Debian's chromium; Playwright's own browser
+# download is never used. Installed with apt where we may (root, or passwordless sudo); without
+# it those tests skip and say why.
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the admin UI's browser tests (if missing and allowed)
+	@if command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else echo "==> no chromium, and no root or passwordless sudo to install it: the UI's browser tests will skip"; exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "==> no chromium and no apt-get: the UI's browser tests will skip"; exit 0; fi; \
+	echo "==> chromium for the admin UI's browser tests (apt-get; about half a minute)"; \
+	$$sudo apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+
 .PHONY: test
-test: deps lint ## Lint, run every test, synth and cfn-lint
+test: deps chromium lint ## Lint, run every test, synth and cfn-lint
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory cfn-lint
 
@@ -99,6 +113,10 @@ bench: synth ## Run the benchmark suite: BENCHMARKS.md and plots in bench/result
 .PHONY: bench-smoke
 bench-smoke: synth ## The benchmark suite at toy sizes, into build/bench-smoke/ (keeps the code working)
 	$(PY) -m bench --profile smoke --command "make bench-smoke"
+
+.PHONY: ui-screenshots
+ui-screenshots: $(VENV)/.installed chromium ## Re-take the admin UI's screenshots (docs/screenshots/*.png)
+	SUNDIAL_UI_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q -p no:cacheprovider tests/ui
 
 .PHONY: lock
 lock: $(VENV)/.installed ## Re-resolve requirements.lock and requirements-lambda.lock from pyproject.toml

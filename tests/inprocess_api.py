@@ -14,8 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import boto3
+
+from sundial.client import LeasedJobView, SundialClient
 from sundial.client.transport import CALLER_HEADER, ApiRequest, ApiResponse
-from tests.support import DEFAULT_CALLER, FakeLambdaContext, http_api_event, load_handler
+from sundial.wiring import Dependencies
+from tests.support import DEFAULT_CALLER, FakeLambdaContext, http_api_event, load_handler, sqs_event
 
 # (method, route template) -> the function (lambdas/<name>) behind it, as in stacks/api.py.
 ROUTES: dict[tuple[str, str], str] = {
@@ -125,6 +129,38 @@ class FailingFirst:
             self.remaining -= 1
             return self.fail()
         return self.inner(request)
+
+
+def kill_through_a_worker(
+    sundial: SundialClient,
+    deps: Dependencies,
+    count: int,
+    *,
+    error_type: str | None = None,
+    message: str | None = None,
+) -> list[str]:
+    """`count` jobs, each leased and nacked as non-retryable by a worker (so dead), their
+    letters drained from the DLQ into the table by the indexer Lambda."""
+    ids = [sundial.submit("default", {"n": n}, max_attempts=1).id for n in range(count)]
+    leased: list[LeasedJobView] = []
+    while len(leased) < count:
+        leased += sundial.lease("default", wait=0, max_jobs=10, lease_seconds=60).jobs
+    for held in leased:
+        assert sundial.heartbeat(held.job.id, held.lease).status == "running"
+        failed = sundial.nack(
+            held.job.id, held.lease, retryable=False, error_type=error_type, message=message
+        )
+        assert failed.status == "dead"
+    sqs = boto3.client("sqs")
+    url = deps.settings.dead_letter_urls["default"]
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:default-dlq")
+        assert (
+            _handler("dead_letters").handler(event, FakeLambdaContext())["batchItemFailures"] == []
+        )
+        for received in messages:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=received["ReceiptHandle"])
+    return ids
 
 
 OPENAPI = Path(__file__).resolve().parent.parent / "openapi.json"

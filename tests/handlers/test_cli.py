@@ -23,7 +23,7 @@ from sundial.client.cli import (
 from sundial.client.transport import ApiResponse
 from sundial.ids import JobKey
 from sundial.wiring import Dependencies
-from tests.inprocess_api import FailingFirst, InProcessApi
+from tests.inprocess_api import FailingFirst, InProcessApi, kill_through_a_worker
 from tests.support import DAILY_REPORT
 
 UNKNOWN_JOB = JobKey(shard=2, due_ms=1_800_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
@@ -138,9 +138,8 @@ def test_schedules_dags_and_queues(api: InProcessApi, tmp_path: Path) -> None:
 
 def test_dead_ls_replay_and_purge(api: InProcessApi, deps: Dependencies) -> None:
     from sundial.client import SundialClient  # noqa: PLC0415
-    from tests.handlers.test_client import _kill_through_a_worker  # noqa: PLC0415
 
-    ids = _kill_through_a_worker(SundialClient(transport=api), deps, 3)
+    ids = kill_through_a_worker(SundialClient(transport=api), deps, 3)
     code, out, _ = sundial(api, "dead", "ls", "default", "--json")
     assert code == EXIT_OK
     assert sorted(json.loads(line)["job_id"] for line in out.splitlines()) == sorted(ids)

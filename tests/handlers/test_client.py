@@ -7,7 +7,6 @@ import json
 import os
 from collections.abc import Callable
 
-import boto3
 import pytest
 
 from sundial.client import (
@@ -17,7 +16,6 @@ from sundial.client import (
     Conflict,
     Forbidden,
     InvalidRequest,
-    LeasedJobView,
     NotFound,
     RateLimited,
     ReplayProgress,
@@ -28,11 +26,10 @@ from sundial.client.transport import TransportFailure
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.ids import JobKey
 from sundial.wiring import Dependencies, configure
-from tests.inprocess_api import OPENAPI, ROUTES, FailingFirst, InProcessApi
-from tests.support import DAILY_REPORT, FakeLambdaContext, load_handler, sqs_event
+from tests.inprocess_api import OPENAPI, ROUTES, FailingFirst, InProcessApi, kill_through_a_worker
+from tests.support import DAILY_REPORT
 
 UNKNOWN_JOB = JobKey(shard=2, due_ms=1_800_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7M5N4P3R2").job_id
-indexer_lambda = load_handler("dead_letters")
 
 
 class Sleeps:
@@ -265,31 +262,11 @@ def test_schedules_dags_and_queues(sundial: SundialClient) -> None:
     assert sundial.resume_queue("email").paused is False
 
 
-def _kill_through_a_worker(sundial: SundialClient, deps: Dependencies, count: int) -> list[str]:
-    """`count` jobs, each leased and nacked as non-retryable by a worker (so dead), their
-    letters drained from the DLQ into the table by the indexer Lambda."""
-    ids = [sundial.submit("default", {"n": n}, max_attempts=1).id for n in range(count)]
-    leased: list[LeasedJobView] = []
-    while len(leased) < count:
-        leased += sundial.lease("default", wait=0, max_jobs=10, lease_seconds=60).jobs
-    for held in leased:
-        assert sundial.heartbeat(held.job.id, held.lease).status == "running"
-        assert sundial.nack(held.job.id, held.lease, retryable=False).status == "dead"
-    sqs = boto3.client("sqs")
-    url = deps.settings.dead_letter_urls["default"]
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        event = sqs_event(messages, "arn:aws:sqs:us-east-1:123456789012:default-dlq")
-        assert indexer_lambda.handler(event, FakeLambdaContext())["batchItemFailures"] == []
-        for message in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return ids
-
-
 def test_dead_letters_iterate_over_pages_replay_until_done_and_purge(
     api: InProcessApi, sundial: SundialClient, deps: Dependencies, clock: ManualClock
 ) -> None:
     # Given five jobs that died
-    ids = _kill_through_a_worker(sundial, deps, 5)
+    ids = kill_through_a_worker(sundial, deps, 5)
     # When the letters are browsed two at a time, Then every one comes, over three pages
     before = len(api.requests)
     letters = list(sundial.dead_letters("default", page_size=2))

@@ -195,6 +195,25 @@ def test_replay_by_error_type_and_time_range(
     assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [ids[2]]
 
 
+def test_replay_of_one_job_requeues_that_job_alone(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given three dead jobs
+    ids = _kill_jobs(deps, clock, harness, ["bad"] * 3)
+    # When the middle one's letter alone is replayed (with limit 1, which the others'
+    # letters must not use up)
+    _, one = _call("POST", "/queues/default/dead/replay", {"job_id": ids[1], "limit": 1})
+    # Then only that job is re-queued and its letter leaves the list
+    assert one == {"replayed": [ids[1]], "skipped": 0, "unreplayable": 0, "more": False}
+    assert [deps.jobs.get(i).status for i in ids] == [Status.DEAD, Status.QUEUED, Status.DEAD]
+    assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [
+        ids[0],
+        ids[2],
+    ]
+    # And a repeat finds nothing of it to do
+    assert _call("POST", "/queues/default/dead/replay", {"job_id": ids[1]})[1]["replayed"] == []
+
+
 def test_replay_stops_at_its_limit_and_says_there_is_more(
     deps: Dependencies, clock: ManualClock, harness: Harness
 ) -> None:

@@ -330,6 +330,24 @@ def test_the_banner_off_a_terminal_is_plain_and_copy_paste_safe(running: Running
     submit = next(line for line in running.banner if "curl -s -X POST" in line)
     assert "-d '{" in submit and submit.rstrip().endswith("}'")  # one whole command
     assert "make demo" in text and "make report" in text and "X-Sundial-Caller" in text
+    assert f"Admin UI  {running.api}/ui/" in text
+
+
+def test_the_local_runtime_serves_the_admin_ui_and_its_api_calls(running: Running) -> None:
+    # The page, from the package data, with its content security policy
+    with urllib.request.urlopen(f"{running.api}/ui/", timeout=10) as page:
+        assert page.headers["Content-Type"].startswith("text/html")
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+        assert b'<script src="app.js"' in page.read()
+    # And the API where the page calls it, /api/…, the same as at the root (the queues
+    # function's first call starts its process: a cold start, slow on a busy machine)
+    # (depths move while other tests' jobs run, so the queues and their states are compared)
+    under_api = _http("GET", f"{running.api}/api/queues", timeout=60)
+    at_root = _http("GET", f"{running.api}/queues", timeout=60)
+    assert under_api[0] == at_root[0] == 200
+    states = [{q["queue"]: q["paused"] for q in r[1]["queues"]} for r in (under_api, at_root)]
+    assert states[0] == states[1] and "demo" in states[0]
+    assert _http("GET", f"{running.api}/ui/../openapi.json")[0] == 404
 
 
 def _worker(running: Running, log: Path, *options: str) -> subprocess.Popen[str]:

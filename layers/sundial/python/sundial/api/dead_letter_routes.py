@@ -68,7 +68,8 @@ def browse_dead_letters(  # noqa: PLR0917 - Powertools passes query parameters b
     "/queues/<queue>/dead/replay",
     summary="Replay dead letters",
     description="Re-queues the dead jobs among the queue's dead letters, all of them (no body, "
-    "or {}) or those in a time range or of an error type, and removes their letters. "
+    "or {}) or those in a time range, of an error type or of one job, and removes their "
+    "letters. "
     "Repeating a replay never runs a job twice: a job that is no longer dead is skipped.",
     tags=["dead letters"],
     responses={200: _documented(ReplayResult, "Replayed"), 400: _INVALID, 404: _UNKNOWN_QUEUE},

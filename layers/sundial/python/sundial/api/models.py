@@ -202,6 +202,13 @@ class ReplayRequest(BaseModel):
     since: str | None = Field(default=None, description="Only letters dead at or after (RFC 3339)")
     until: str | None = Field(default=None, description="Only letters dead before (RFC 3339)")
     error_type: str | None = Field(default=None, min_length=1, max_length=200)
+    job_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="Only this job's letter (the admin UI's replay of one letter); give since "
+        "and until around its dead_at so only that moment is read",
+    )
     limit: int = Field(default=MAX_PER_REQUEST, ge=1, le=MAX_PER_REQUEST, strict=True)
 
     _integral = integral("limit")
@@ -218,6 +225,7 @@ class ReplayRequest(BaseModel):
             since_ms=parse_rfc3339(self.since) if self.since else None,
             until_ms=parse_rfc3339(self.until) if self.until else None,
             error_type=self.error_type,
+            job_id=self.job_id,
         )
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
@@ -32,6 +33,8 @@ from sundial.client.errors import (
 )
 from sundial.client.models import DagDetail, DeadLetterView, RunsPage
 from sundial.client.transport import LOCAL_API, Transport
+from sundial.client.ui.server import DEFAULT_PORT as DEFAULT_UI_PORT
+from sundial.client.ui.server import UiServer
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # any other refusal
@@ -393,11 +396,44 @@ def _dead_purge(client: SundialClient, args: argparse.Namespace, out: Output) ->
 # -- the command line -----------------------------------------------------------------------
 
 
-def _common() -> argparse.ArgumentParser:
+def _ui(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    try:
+        server = UiServer(client.transport, port=args.port)
+    except OSError as error:
+        raise UsageError(
+            f"cannot listen on 127.0.0.1:{args.port} ({error.strerror}): give another --port"
+        ) from None
+    how = "signed with your AWS credentials" if client.api_url.startswith("https:") else "unsigned"
+    out.line(f"Sundial admin UI: {server.url}")
+    out.line(f"API: {client.api_url} ({how}); Ctrl-C stops the UI")
+    if args.open:
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        out.line("stopped")
+    finally:
+        server.httpd.server_close()
+
+
+UI_DESCRIPTION = """\
+Serve the admin web UI at http://127.0.0.1:PORT/ui/ (--open opens it in your browser): queues
+(depth, pause/resume), dead letters (browse, inspect, replay, purge), and jobs, schedules and
+DAGs by id (cancel, retry, pause/resume; a DAG drawn with each node's status).
+
+The page never talks to the API itself: this command passes its calls on, SigV4-signed with
+your AWS credentials for an https API (as every other command), so the API stays closed to
+browsers. It listens on the loopback interface only, answers only its own page (Host, Origin
+and a header a foreign site cannot send), and passes on only the API routes the UI uses.
+"""
+
+
+def _common(*, output: bool = True) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("connection and output")
+    group = common.add_argument_group("connection and output" if output else "connection")
     group.add_argument("--api", help=f"API base URL (default: $SUNDIAL_API, else {LOCAL_API})")
-    group.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    if output:
+        group.add_argument("--json", action="store_true", help="print JSON instead of tables")
     group.add_argument("--region", help="AWS region to sign for, for a custom domain")
     group.add_argument(
         "--caller", help="local runtime only: the identity to act as (X-Sundial-Caller)"
@@ -438,7 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    groups = parser.add_subparsers(dest="group", required=True, metavar="{jobs,schedules,...}")
+    groups = parser.add_subparsers(
+        dest="group", required=True, metavar="{jobs,schedules,dags,queues,dead,ui}"
+    )
 
     def leaf(
         sub: Any, name: str, command: Command, help_text: str, **kwargs: Any
@@ -551,7 +589,27 @@ def build_parser() -> argparse.ArgumentParser:
     purge = leaf(dead, "purge", _dead_purge, "delete letters older than a time (jobs stay)")
     purge.add_argument("queue")
     purge.add_argument("--older-than", required=True, help="RFC 3339")
+    _add_ui(groups)
     return parser
+
+
+def _add_ui(groups: Any) -> None:
+    ui = groups.add_parser(
+        "ui",
+        help="the admin web UI on 127.0.0.1 (it signs the API calls with your credentials)",
+        description=UI_DESCRIPTION,
+        epilog=f"Example: sundial ui --api https://sundial.example.com --port {DEFAULT_UI_PORT}",
+        parents=[_common(output=False)],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ui.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_UI_PORT,
+        help=f"the local port (default {DEFAULT_UI_PORT}; 0 picks a free one)",
+    )
+    ui.add_argument("--open", action="store_true", help="open the UI in your web browser")
+    ui.set_defaults(command=_ui, json=False)
 
 
 def main(

@@ -177,6 +177,11 @@ class SundialClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
 
+    @property
+    def transport(self) -> Transport:
+        """How requests reach the API (the admin UI's server passes its calls through it)."""
+        return self._transport
+
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(
@@ -468,15 +473,23 @@ class SundialClient:
         since: Time | None = None,
         until: Time | None = None,
         error_type: str | None = None,
+        job_id: str | None = None,
         limit: int | None = None,
         on_progress: Callable[[ReplayProgress], None] | None = None,
     ) -> ReplayProgress:
         """Re-queue every dead job among the queue's letters (matching the filters), request
-        after request (`limit` letters each, at most 500) while the API says there is `more`;
+        after request (`limit` letters each, at most 500) while the API says there is `more`
+        (`job_id`: that job's letter alone);
         `on_progress` is called with the running totals after each. Safe to repeat, and to
         stop and start again: a replayed job is no longer dead, so it is never run twice."""
         body = _without_none(
-            {"since": _time(since), "until": _time(until), "error_type": error_type, "limit": limit}
+            {
+                "since": _time(since),
+                "until": _time(until),
+                "error_type": error_type,
+                "job_id": job_id,
+                "limit": limit,
+            }
         )
         path = f"/queues/{_segment(queue)}/dead/replay"
         progress = ReplayProgress(0, 0, 0, 0, more=True)

@@ -1,6 +1,10 @@
 """The HTTP front door: API Gateway (HTTP API, payload 2.0) routes from the template, and the
 Lambda Invoke API (so a function's own `lambda.invoke` call, e.g. the fan-out's async invoke
-of sweepers, reaches the local function by the name the template gives it)."""
+of sweepers, reaches the local function by the name the template gives it).
+
+It also serves the admin web UI (sundial.client.ui) at /ui/, and the API a second time under
+/api/ where the UI's page calls it (`sundial ui` passes the same calls on to a deployed API).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from sundial.client.ui import API_PREFIX, SECURITY_HEADERS, UI_PREFIX, asset
 from sundial.local.functions import FunctionHost, InvocationError
 from sundial.local.template import ACCOUNT_ID, REGION, RouteSpec
 
@@ -83,11 +88,17 @@ class Gateway:
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else b""
-        path = urlsplit(request.path).path
+        split = urlsplit(request.path)
+        path = split.path
         if path.startswith(_INVOKE_PREFIX) and request.command == "POST":
             status, headers, payload = self._invoke_api(request, path, body)
+        elif request.command == "GET" and path in ("/", UI_PREFIX.rstrip("/")):
+            status, headers, payload = 302, {"Location": UI_PREFIX}, b""
+        elif request.command == "GET" and path.startswith(UI_PREFIX):
+            status, headers, payload = _ui_asset(path)
         else:
-            status, headers, payload = self._api_route(request, body)
+            api_path = path.removeprefix(API_PREFIX) if path.startswith(API_PREFIX + "/") else path
+            status, headers, payload = self._api_route(request, api_path, split.query, body)
         request.send_response(status)
         for name, value in headers.items():
             request.send_header(name, value)
@@ -100,22 +111,21 @@ class Gateway:
     # -- API Gateway HTTP API ---------------------------------------------------------------
 
     def _api_route(
-        self, request: BaseHTTPRequestHandler, body: bytes
+        self, request: BaseHTTPRequestHandler, path: str, query: str, body: bytes
     ) -> tuple[int, dict[str, str], bytes]:
-        split = urlsplit(request.path)
         for route in self.routes:
-            match = route.pattern.match(split.path)
+            match = route.pattern.match(path)
             if route.method == request.command and match:
                 break
         else:
-            message = f"no route {request.command} {split.path}"
+            message = f"no route {request.command} {path}"
             return 404, {"Content-Type": "application/json"}, _error(message)
         caller = request.headers.get(CALLER_HEADER) or self.default_caller
         try:
             identity = caller_iam(caller)
         except ValueError as error:
             return 403, {"Content-Type": "application/json"}, _error(str(error))
-        event = _http_api_event(request, route, split.path, split.query, body, match.groupdict())
+        event = _http_api_event(request, route, path, query, body, match.groupdict())
         event["requestContext"]["authorizer"] = {"iam": identity}
         try:
             result = self.hosts[route.function].invoke(event)
@@ -152,6 +162,13 @@ class Gateway:
             headers = {"Content-Type": "application/json", "X-Amz-Function-Error": "Unhandled"}
             return 200, headers, payload.encode()
         return 200, {"Content-Type": "application/json"}, json.dumps(result).encode()
+
+
+def _ui_asset(path: str) -> tuple[int, dict[str, str], bytes]:
+    found = asset(path)
+    if found is None:
+        return 404, {"Content-Type": "application/json"}, _error(f"no such page: {path}")
+    return 200, {**SECURITY_HEADERS, "Content-Type": found.content_type}, found.body
 
 
 def _function_arn(name: str) -> str:

@@ -26,6 +26,7 @@ def banner_lines(runtime: LocalRuntime, log_hint: str | None) -> list[str]:
         f"API       {api}",
         f"Emulator  {emulator}   (moto; state is in memory and gone on exit)",
         f"Queues    {', '.join(sorted(queues))}",
+        f"Admin UI  {api}/ui/   (queues, dead letters, jobs, schedules, DAGs in a browser)",
         "",
         "Submit:",
         f"  curl -s -X POST {api}/jobs -H 'content-type: application/json' "
@@ -52,7 +53,7 @@ def banner_lines(runtime: LocalRuntime, log_hint: str | None) -> list[str]:
 def banner(runtime: LocalRuntime, log_hint: str | None) -> Panel:
     """The banner in a box, for a terminal (long commands wrap inside it)."""
     text = Text("\n".join(banner_lines(runtime, log_hint)))
-    for word in ("API", "Emulator", "Queues", "Logs"):
+    for word in ("API", "Emulator", "Queues", "Admin UI", "Logs"):
         text.highlight_regex(rf"^{word}\b", "bold")
     text.highlight_regex(r"^[A-Z][^\n]*:$", "bold")
     return Panel(text, title="Sundial is running locally", expand=False)

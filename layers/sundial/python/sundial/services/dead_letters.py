@@ -29,6 +29,7 @@ class DeadLetterFilter:
     since_ms: int | None = None  # inclusive
     until_ms: int | None = None  # exclusive
     error_type: str | None = None
+    job_id: str | None = None  # replay only: this job's letter alone
 
     def bounds(self) -> tuple[str, str]:
         low = time_sk(self.since_ms) if self.since_ms is not None else "0"
@@ -82,6 +83,8 @@ class DeadLetterService:
         for letter in self._letters.scan_range(
             queue, from_sk=low, to_sk=high, error_type=which.error_type
         ):
+            if which.job_id is not None and letter.job_id != which.job_id:
+                continue  # another job's letter: neither replayed nor counted
             if seen == limit:
                 return ReplayOutcome(replayed, skipped, unreplayable, more=True)
             seen += 1
