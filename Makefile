@@ -78,9 +78,21 @@ chromium: ## Install Debian's chromium for the admin UI's browser tests (if miss
 	$$sudo apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
+# The tests run in TEST_WORKERS processes (pytest-xdist; tests/parallel.py groups the tests that
+# share a slow session fixture), then SERIAL_TESTS in one process of their own: the local
+# runtime's tests share one running runtime in file order and time out on a busy machine, and
+# the least-privilege check also checks the AWS calls every other test's handlers made, which
+# each worker leaves in HANDLER_CALLS (tests/iam_calls.py).
+TEST_WORKERS ?= auto
+SERIAL_TESTS := tests/infrastructure/test_least_privilege.py tests/integration/test_local_runtime.py
+HANDLER_CALLS := $(CURDIR)/build/handler-calls
+
 .PHONY: test
 test: deps chromium lint ## Lint, run every test, synth and cfn-lint
-	$(PY) -m pytest
+	rm -rf $(HANDLER_CALLS) && mkdir -p $(HANDLER_CALLS)
+	SUNDIAL_HANDLER_CALLS=$(HANDLER_CALLS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
+		$(addprefix --ignore=,$(SERIAL_TESTS))
+	SUNDIAL_HANDLER_CALLS=$(HANDLER_CALLS) $(PY) -m pytest $(SERIAL_TESTS)
 	$(MAKE) --no-print-directory cfn-lint
 
 .PHONY: chaos

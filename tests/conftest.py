@@ -18,11 +18,15 @@ from moto import mock_aws
 
 from sundial.clock import ManualClock
 from sundial.wiring import Dependencies, configure
-from tests.iam_calls import handler_call_hook
+from tests.botocore_models import share_one_loader
+from tests.iam_calls import handler_call_hook, save_handler_calls
+from tests.parallel import SharedFixtureScheduling, check_groups
 from tests.support import TABLE, create_priority_queues, create_queues, create_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from xdist.remote import Producer
+    from xdist.scheduler.protocol import Scheduling
 
     from tests.infrastructure.synthesis import Synthesized
 
@@ -38,14 +42,32 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Every botocore session made from now on records the calls a handler makes while it runs
 # (tests/iam_calls.py), for the least-privilege check. moto hooks every session the same way.
 botocore.handlers.BUILTIN_HANDLERS.append(("before-parameter-build", handler_call_hook))
+# Parse each AWS service model once per process, not once per boto3 Session.
+share_one_loader()
 
 LEAST_PRIVILEGE = "tests/infrastructure/test_least_privilege.py"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The least-privilege check runs last, so it also checks the calls every earlier test's
     handlers made (it drives each function itself too, so it never depends on them)."""
     items.sort(key=lambda item: item.nodeid.startswith(LEAST_PRIVILEGE))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker (`make test`)
+        check_groups(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    """`--dist loadgroup` (`make test`): the tests sharing a slow session fixture run in one
+    worker (tests/parallel.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_sessionfinish() -> None:
+    """Under `make test`, leave this process's handler calls for the least-privilege check,
+    which runs in a process of its own after this one (tests/iam_calls.py)."""
+    save_handler_calls()
 
 
 @pytest.fixture(autouse=True)

@@ -10,17 +10,23 @@ parameters, once per call, before retries). Two recorders:
 - `HANDLER_CALLS`: registered for every botocore session during the pytest run
   (tests/conftest.py); a call counts for the function whose handler is running in the calling
   thread (`running`, which `tests.support.load_handler` wraps around every handler).
+  `make test` runs the tests in several processes (pytest-xdist) and the least-privilege check
+  in one of its own after them: each process then saves its calls into the folder named by
+  HANDLER_CALLS_FOLDER (tests/conftest.py), and the check reads them all (`handler_test_calls`).
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
+import os
 import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -173,6 +179,23 @@ class CallLog:
         with self._lock:
             self.calls.update(calls)
 
+    def save(self, path: Path) -> None:
+        """Writes the calls with their counts as JSON (`load` reads them back)."""
+        with self._lock:
+            rows = [
+                [c.function, c.action, c.resource, c.operation, sorted(c.leading_keys), count]
+                for c, count in self.calls.items()
+            ]
+        path.write_text(json.dumps(rows))
+
+    def load(self, path: Path) -> None:
+        """Adds the calls another process saved."""
+        counts: Counter[Call] = Counter()
+        for function, action, resource, operation, keys, count in json.loads(path.read_text()):
+            counts[Call(function, action, resource, operation, frozenset(keys))] += count
+        with self._lock:
+            self.calls.update(counts)
+
     def by_function(self) -> dict[str, Counter[Call]]:
         with self._lock:
             grouped: dict[str, Counter[Call]] = {}
@@ -203,9 +226,29 @@ class SessionRecorder(CallLog):
 
 # -- the handler tests ----------------------------------------------------------------------
 
+# The folder where each test process saves its handler calls at its end (set by `make test`).
+HANDLER_CALLS_FOLDER = "SUNDIAL_HANDLER_CALLS"
+
 _RUNNING: contextvars.ContextVar[str | None] = contextvars.ContextVar("running", default=None)
 HANDLER_CALLS = CallLog()
 handler_call_hook = HANDLER_CALLS.hook(_RUNNING.get)
+
+
+def save_handler_calls() -> None:
+    """Leaves this process's handler calls in HANDLER_CALLS_FOLDER, if it is set."""
+    folder = os.environ.get(HANDLER_CALLS_FOLDER)
+    if folder and HANDLER_CALLS.calls:
+        HANDLER_CALLS.save(Path(folder) / f"{os.getpid()}.json")
+
+
+def handler_test_calls() -> dict[str, Counter[Call]]:
+    """Every handler call of this process and of the processes that saved theirs before it."""
+    every = CallLog()
+    every.calls.update(HANDLER_CALLS.calls)
+    folder = os.environ.get(HANDLER_CALLS_FOLDER)
+    for path in sorted(Path(folder).glob("*.json")) if folder else []:
+        every.load(path)
+    return every.by_function()
 
 
 @contextmanager

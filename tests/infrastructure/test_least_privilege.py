@@ -7,8 +7,9 @@ used, or be in JUSTIFIED with the reason it is needed only in AWS.
 The calls the handler tests make (tests/handlers and every other test that runs a handler
 through tests.support.load_handler) are checked too, at the action level: their resources are
 the tests' own (table "sundial-jobs", queue "default"), not the template's. conftest.py runs
-this module last, so in a whole run it sees every handler test's calls; run alone it still
-drives every function itself and never depends on them.
+this module last, so in a whole run it sees every handler test's calls (`make test` runs it in a
+process of its own after the others, which leave their calls in a folder for it); run alone it
+still drives every function itself and never depends on them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from sundial.store.job_items import item_to_job
 from sundial.store.schedules import ScheduleStore
 from sundial.wiring import configure, history_recorder
 from tests.conftest import START
-from tests.iam_calls import HANDLER_CALLS, Call, SessionRecorder, Statement
+from tests.iam_calls import Call, SessionRecorder, Statement, handler_test_calls
 from tests.infrastructure.synthesis import Synthesized
 from tests.support import (
     FakeLambdaContext,
@@ -665,8 +666,9 @@ def test_every_granted_statement_is_reached_or_justified(
 
 
 def test_the_handler_tests_calls_are_allowed(world: World, synthesized: Synthesized) -> None:
-    # Given the calls every earlier test's handlers made (their own resource names)
-    recorded = HANDLER_CALLS.by_function()
+    # Given the calls every earlier test's handlers made (their own resource names), in this
+    # process or, under `make test`, in the test processes that ran before this one
+    recorded = handler_test_calls()
     if not recorded:
         pytest.skip("no handler test ran before this one in this session (run with tests/)")
     # Then each function's role allows each of its calls' actions (and conditions)
