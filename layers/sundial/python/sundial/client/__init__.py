@@ -47,6 +47,7 @@ from sundial.client.models import (
     RetryPolicy,
     RunsPage,
     ScheduleDetail,
+    UpdatedScheduleDetail,
 )
 from sundial.client.transport import ApiRequest, ApiResponse, HttpTransport, Transport
 
@@ -84,6 +85,7 @@ __all__ = [
     "RetryPolicy",
     "RunsPage",
     "ScheduleDetail",
+    "UpdatedScheduleDetail",
     "ServerError",
     "SundialClient",
     "SundialError",

@@ -241,6 +241,24 @@ def _schedules_create(client: SundialClient, args: argparse.Namespace, out: Outp
     out.item(schedule, "schedule created")
 
 
+def _schedules_update(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    nullable: dict[str, Any] = {}
+    if args.payload is not None:
+        nullable["payload"] = read_json(args.payload, "--payload")
+    if args.max_attempts is not None:
+        nullable["max_attempts"] = args.max_attempts
+    schedule = client.update_schedule(
+        args.id,
+        cron=args.cron,
+        rate=args.rate,
+        timezone=args.timezone,
+        priority=args.priority,
+        name=args.name,
+        **nullable,
+    )
+    out.item(schedule, f"schedule {args.id} updated")
+
+
 def _schedules_runs(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
     page: RunsPage = client.schedule_runs(args.id, limit=args.limit, before=args.before)
     if out.as_json:
@@ -452,6 +470,21 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--start-at", help="RFC 3339: no occurrence before")
     create.add_argument("--end-at", help="RFC 3339: no occurrence after")
     create.add_argument("--misfire", choices=["fire_once", "skip"])
+    update = leaf(
+        schedules,
+        "update",
+        _schedules_update,
+        "change a schedule from its next undecided occurrence on",
+    )
+    update.add_argument("id", help="schedule id")
+    change = update.add_mutually_exclusive_group()
+    change.add_argument("--cron", help="a new cron (switches a rate schedule to cron)")
+    change.add_argument("--rate", help="a new rate (switches a cron schedule to rate)")
+    update.add_argument("--timezone", help="IANA name the cron is read in")
+    update.add_argument("--payload", help="JSON, or @file.json, or @- for standard input")
+    update.add_argument("--priority", choices=["critical", "high", "normal", "low"])
+    update.add_argument("--max-attempts", type=int, help="1-100")
+    update.add_argument("--name")
     runs = leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
     runs.add_argument("id", help="schedule id")
     runs.add_argument("--limit", type=int, help="runs per page (default 20)")
