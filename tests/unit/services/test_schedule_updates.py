@@ -277,7 +277,7 @@ def test_an_update_that_died_before_its_send_is_finished_by_its_repeat(
     assert repeated.applies_from_ms == _t("12:05")
     sent = Sent(deps)
     _drive(deps, clock, sent, schedule.shard, minutes=20)
-    assert sorted(sent.payloads()) == [f"2026-11-21T12:{m:02d}:00.000Z" for m in (5, 10, 15, 20)]
+    assert sorted(sent.payloads()) == [f"2026-11-21T12:{m:02d}:00.000Z" for m in (0, 5, 10, 15, 20)]
 
 
 def test_a_paused_schedule_takes_the_update_and_stays_paused(

@@ -73,7 +73,9 @@ class ScheduleView:
 @dataclass(frozen=True, slots=True)
 class UpdatedSchedule:
     schedule: Schedule
-    applies_from_ms: int  # the first occurrence with the new settings (the new head)
+    # The first occurrence with the new settings (the new head, or for a repeat that changed
+    # nothing, the first occurrence of the current revision).
+    applies_from_ms: int
     replaced: str | None  # the job id of the occurrence it replaced; None if nothing changed
 
 
@@ -334,9 +336,10 @@ class ScheduleService:
             now = self._clock.now_ms()
             updated = _with_changes(current, request)
             if _settings(updated) == _settings(current):
-                self._release_head(current)  # a repeat: finish the first call's send
-                assert position.head_at_ms is not None
-                return UpdatedSchedule(current, position.head_at_ms, replaced=None)
+                # Already so (a repeat): finish the first call's send if it died. These
+                # settings have applied since the first occurrence of this revision.
+                self._release_head(current)
+                return UpdatedSchedule(current, current.first_at_ms, replaced=None)
             outcome, new_head = self._revise(current, updated, position, head_key, now)
             if outcome is Revised.REVISED:
                 if new_head.direct:
