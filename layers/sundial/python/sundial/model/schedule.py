@@ -186,7 +186,7 @@ class UpdateSchedule(BaseModel):
         given = self.model_fields_set
         if not given:
             raise PydanticCustomError(
-                "empty_update", f"give at least one of {', '.join(UPDATABLE)}", {"field": ""}
+                "empty_update", f"give at least one of {', '.join(UPDATABLE)}", {"field": "body"}
             )
         for name in sorted(given - _NULLABLE):
             if getattr(self, name) is None:
