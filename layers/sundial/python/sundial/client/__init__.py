@@ -85,10 +85,10 @@ __all__ = [
     "RetryPolicy",
     "RunsPage",
     "ScheduleDetail",
-    "UpdatedScheduleDetail",
     "ServerError",
     "SundialClient",
     "SundialError",
     "Transport",
+    "UpdatedScheduleDetail",
     "new_idempotency_key",
 ]

@@ -415,6 +415,24 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _schedule_runs_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="schedule id")
+    parser.add_argument("--limit", type=int, help="runs per page (default 20)")
+    parser.add_argument("--before", help="runs before this time (the next_before shown)")
+
+
+def _schedule_update_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="schedule id")
+    recurrence = parser.add_mutually_exclusive_group()
+    recurrence.add_argument("--cron", help="a new cron (switches a rate schedule to cron)")
+    recurrence.add_argument("--rate", help="a new rate (switches a cron schedule to rate)")
+    parser.add_argument("--timezone", help="IANA name the cron is read in")
+    parser.add_argument("--payload", help="JSON, or @file.json, or @- for standard input")
+    parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
+    parser.add_argument("--max-attempts", type=int, help="1-100")
+    parser.add_argument("--name")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -470,25 +488,17 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--start-at", help="RFC 3339: no occurrence before")
     create.add_argument("--end-at", help="RFC 3339: no occurrence after")
     create.add_argument("--misfire", choices=["fire_once", "skip"])
-    update = leaf(
-        schedules,
-        "update",
-        _schedules_update,
-        "change a schedule from its next undecided occurrence on",
+    _schedule_update_options(
+        leaf(
+            schedules,
+            "update",
+            _schedules_update,
+            "change a schedule from its next undecided occurrence on",
+        )
     )
-    update.add_argument("id", help="schedule id")
-    change = update.add_mutually_exclusive_group()
-    change.add_argument("--cron", help="a new cron (switches a rate schedule to cron)")
-    change.add_argument("--rate", help="a new rate (switches a cron schedule to rate)")
-    update.add_argument("--timezone", help="IANA name the cron is read in")
-    update.add_argument("--payload", help="JSON, or @file.json, or @- for standard input")
-    update.add_argument("--priority", choices=["critical", "high", "normal", "low"])
-    update.add_argument("--max-attempts", type=int, help="1-100")
-    update.add_argument("--name")
-    runs = leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
-    runs.add_argument("id", help="schedule id")
-    runs.add_argument("--limit", type=int, help="runs per page (default 20)")
-    runs.add_argument("--before", help="runs before this time (the next_before shown)")
+    _schedule_runs_options(
+        leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
+    )
     with_id(
         schedules,
         "schedule",
