@@ -47,6 +47,7 @@ from sundial.store.schedules import Parked, Revised, ScheduleStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 _RUN_PAGE = 100
+_FIRST_RECORDS = 4
 # How far back a repeated create or resume looks for occurrences its first call took and did
 # not send.
 UNSENT_LOOKBACK_MS = 6 * 3_600_000
@@ -257,13 +258,16 @@ class ScheduleService:
         return ChainPosition(current, current.first_at_ms, current.revision, last)
 
     def _records(self, schedule_id: str) -> Iterator[RunRecord]:
-        """Run records newest first, a page at a time."""
+        """Run records newest first, a page at a time: a small first page, as the newest
+        decided one is nearly always among the first few (behind one `replaced` per update)."""
         before: int | None = None
+        limit = _FIRST_RECORDS
         while True:
-            records, before = self._schedules.runs(schedule_id, limit=_RUN_PAGE, before_ms=before)
+            records, before = self._schedules.runs(schedule_id, limit=limit, before_ms=before)
             yield from records
             if before is None:
                 return
+            limit = _RUN_PAGE
 
     def _head(self, schedule: Schedule) -> Job | None:
         key = self._position(schedule).head_key
