@@ -107,7 +107,7 @@ def test_schedules_dags_and_queues(api: InProcessApi, tmp_path: Path) -> None:
     updated = json.loads(out)
     assert code == EXIT_OK and (updated["cron"], updated["rate"]) == ("30 * * * *", None)
     assert updated["payload"] == {"report": "hourly"} and updated["priority"] == "high"
-    assert updated["applies_from"].endswith("12:30:00.000Z") and updated["revision"] == 1
+    assert updated["applies_from"].startswith("2026-11-21T12:30:00") and updated["revision"] == 1
     code, _, err = sundial(api, "schedules", "update", schedule["id"], "--cron", "61 * * * *")
     assert code != EXIT_OK and "cron" in err
     assert sundial(api, "schedules", "pause", schedule["id"])[0] == EXIT_OK
