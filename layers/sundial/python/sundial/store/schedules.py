@@ -379,10 +379,6 @@ class ScheduleStore(TableAdapter):
             runs += [r for r in map(_item_to_run, same_time) if r.job_id not in seen]
         return runs, runs[-1].at_ms if more and runs else None
 
-    def latest_run(self, schedule_id: str) -> RunRecord | None:
-        runs, _ = self.runs(schedule_id, limit=1)
-        return runs[0] if runs else None
-
     def jobs(self, keys: Sequence[JobKey]) -> dict[JobKey, Job]:
         """The job items at `keys` that exist (consistent reads, 100 per request)."""
         found: dict[JobKey, Job] = {}
