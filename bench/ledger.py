@@ -28,6 +28,7 @@ from bench.prices import MILLION, PRICES, Prices
 from bench.system import InProcessSundial, Invocation, payload
 from sundial.clock import to_rfc3339
 from sundial.ids import JobKey
+from sundial.model.submission import parse_rfc3339
 from sundial.timing import SWEEP_LOOKAHEAD_MS
 from sundial.transport.envelope import Envelope
 from tests.support import DAILY_REPORT
@@ -100,9 +101,10 @@ def _due(ids: Sequence[str]) -> list[int]:
     return [JobKey.from_job_id(job_id).due_ms for job_id in ids]
 
 
-def _sweep_then_run(system: InProcessSundial, ids: Sequence[str]) -> None:
-    """The one tick whose lookahead reaches every job, then the consumer once all are due."""
-    due = _due(ids)
+def _sweep_then_run(system: InProcessSundial, ids: Sequence[str], due: Sequence[int] = ()) -> None:
+    """The one tick whose lookahead reaches every job, then the consumer once all are due.
+    `due`: the jobs' due times, if not those their ids name (moved jobs)."""
+    due = list(due) or _due(ids)
     system.clock.set(max(due) - SWEEP_LOOKAHEAD_MS)
     system.tick()
     system.clock.set(max(due) + 1_000)
@@ -154,6 +156,32 @@ def immediate(system: InProcessSundial, jobs: int) -> None:
 def batch_of_25(system: InProcessSundial, jobs: int) -> None:
     ids = system.submit(_delayed_jobs(system, jobs), batch=True)
     _sweep_then_run(system, ids)
+
+
+def _move(system: InProcessSundial, ids: Sequence[str], *, moves: int) -> list[int]:
+    """Move each job `moves` times (PATCH /jobs/{id}), an hour later each time; returns the
+    jobs' due times after the last move (their ids keep naming their first)."""
+    due: list[int] = []
+    for move in range(1, moves + 1):
+        due = []
+        for job_id in ids:
+            later = {"delay_seconds": 3600 * (move + 1)}
+            status, answer = system.api("PATCH", f"/jobs/{job_id}", later)
+            assert status == 200, answer
+            due.append(parse_rfc3339(answer["run_at"]))
+    return due
+
+
+@ledger_path("moved", "Delayed job moved once (PATCH /jobs/{id}), then succeeds", most_jobs=100)
+def delayed_moved_once(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs))
+    _sweep_then_run(system, ids, _move(system, ids, moves=1))
+
+
+@ledger_path("moved_twice", "Delayed job moved twice, then succeeds", most_jobs=100)
+def delayed_moved_twice(system: InProcessSundial, jobs: int) -> None:
+    ids = system.submit(_delayed_jobs(system, jobs))
+    _sweep_then_run(system, ids, _move(system, ids, moves=2))
 
 
 # A payload of about 2 KB (the bench's usual one is about 200 bytes): every write of its item

@@ -41,6 +41,9 @@ _RETURNS_CAPACITY = {
     "BatchWriteItem",
 }
 _SINGLE_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+# DynamoDB charges a transaction's items twice a plain write's units (each entry, a
+# ConditionCheck too, per started KB of its item).
+_TRANSACTION_FACTOR = 2
 _PER_SHARD_SORT_KEYS = {"cursor": "cursor", "shards": "shard count"}
 
 
@@ -167,6 +170,13 @@ class AwsMeter:
             table = params["TableName"]
             key = params.get("Key") or self._key_of(table, params["Item"])
             pending.before.append((table, key, item_size(self._shadow_get(table, key))))
+        elif model.name == "TransactWriteItems":
+            for entry in params["TransactItems"]:
+                ((kind, request),) = entry.items()
+                table = request["TableName"]
+                key = request["Item"] if kind == "Put" else request["Key"]
+                key = self._key_of(table, key)
+                pending.before.append((table, key, item_size(self._shadow_get(table, key))))
         elif model.name == "BatchWriteItem":
             for table, requests in params["RequestItems"].items():
                 for request in requests:
@@ -237,6 +247,14 @@ class AwsMeter:
         if operation in _SINGLE_WRITES or operation == "BatchWriteItem":
             call.detail = self._write_detail(params)
             self._write_units(call, params, parsed, pending)
+        elif operation == "TransactWriteItems":
+            call.detail = "transaction"
+            call.items = len(params["TransactItems"])
+            for table, key, before in pending.before if pending else []:
+                after = item_size(self._shadow_get(table, key)) if call.ok else before
+                call.write_units += _TRANSACTION_FACTOR * write_units(
+                    before, after, written=call.ok
+                )
         elif operation == "GetItem":
             item = parsed.get("Item")
             if item and "ProjectionExpression" in params:

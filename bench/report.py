@@ -43,6 +43,8 @@ SHORT_TITLES = {
     "idempotent": "Idempotency key",
     "rate_limited": "Rate-limited queue",
     "rate_limited_batch": "Rate-limited, batch of 25",
+    "moved": "Moved once",
+    "moved_twice": "Moved twice",
 }
 
 

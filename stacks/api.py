@@ -128,7 +128,8 @@ class JobsApi(Construct):
         self._add_routes(
             integrations.HttpLambdaIntegration("Jobs", jobs),
             {
-                "/jobs/{job_id}": [get, delete],
+                "/jobs/{job_id}": [get, delete, apigwv2.HttpMethod.PATCH],
+                "/jobs/{job_id}/run-now": [post],
                 "/jobs/{job_id}/retry": [post],
                 "/jobs/{job_id}/pause": [post],
                 "/jobs/{job_id}/resume": [post],

@@ -276,7 +276,10 @@ class JobFunctions(Construct):
             "submit", "POST /jobs, POST /jobs/batch", WRITER_TIMEOUT, SUBMIT_MEMORY_MB, api=True
         ).function
         self.jobs = self._function(
-            "jobs", "GET, DELETE /jobs/{job_id}; retry, pause, resume", WRITER_TIMEOUT, api=True
+            "jobs",
+            "GET, PATCH, DELETE /jobs/{job_id}; retry, pause, resume, run-now",
+            WRITER_TIMEOUT,
+            api=True,
         ).function
         self.dags = self._function(
             "dags",
@@ -301,7 +304,9 @@ class JobFunctions(Construct):
         # item when the retry is due beyond the SQS delay window, as the consumer SDK does.
         # Dead letters (GET/DELETE /queues/{queue}/dead, POST .../replay): query a queue's
         # index items, delete replayed or purged ones; replay is a retry. Pause and resume
-        # are conditional updates; a resumed job due soon is sent at once.
+        # are conditional updates; a resumed job due soon is sent at once. A change of a job's
+        # time (PATCH /jobs/{id}) is one transaction: put the job at its new key, put or update
+        # the pointer at its origin, delete its previous item; sent at once if due soon.
         table.grant(
             self.jobs,
             "dynamodb:GetItem",

@@ -26,6 +26,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/jobs/{job_id}/retry"): "jobs",
     ("POST", "/jobs/{job_id}/pause"): "jobs",
     ("POST", "/jobs/{job_id}/resume"): "jobs",
+    ("PATCH", "/jobs/{job_id}"): "jobs",
+    ("POST", "/jobs/{job_id}/run-now"): "jobs",
     ("GET", "/queues/{queue}/dead"): "jobs",
     ("DELETE", "/queues/{queue}/dead"): "jobs",
     ("POST", "/queues/{queue}/dead/replay"): "jobs",

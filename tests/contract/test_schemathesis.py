@@ -98,7 +98,7 @@ def _routes() -> dict[tuple[str, str], Any]:
     for name in API_FUNCTIONS:
         module = load_handler(name)
         for path, operations in module.app.get_openapi_schema().paths.items():
-            for method in ("get", "post", "delete"):
+            for method in ("get", "post", "delete", "patch"):
                 if getattr(operations, method) is not None:
                     routes[(method.upper(), path)] = module
     return routes

@@ -118,6 +118,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/jobs/{job_id}/retry"): Case(lambda: (f"/jobs/{_job()}/retry", None)),
     ("POST", "/jobs/{job_id}/pause"): Case(lambda: (f"/jobs/{_job()}/pause", None)),
     ("POST", "/jobs/{job_id}/resume"): Case(lambda: (f"/jobs/{_job()}/resume", None)),
+    ("PATCH", "/jobs/{job_id}"): Case(lambda: (f"/jobs/{_job()}", {"delay_seconds": 3600})),
+    ("POST", "/jobs/{job_id}/run-now"): Case(lambda: (f"/jobs/{_job()}/run-now", None)),
     ("POST", "/jobs/{job_id}/heartbeat"): Case(lambda: (f"/jobs/{_job()}/heartbeat", LEASE)),
     ("POST", "/jobs/{job_id}/ack"): Case(lambda: (f"/jobs/{_job()}/ack", LEASE)),
     ("POST", "/jobs/{job_id}/nack"): Case(lambda: (f"/jobs/{_job()}/nack", LEASE)),

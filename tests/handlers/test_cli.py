@@ -41,6 +41,24 @@ def sundial(api: InProcessApi, *argv: str) -> tuple[int, str, str]:
     return code, stdout.getvalue(), stderr.getvalue()
 
 
+def test_change_a_job_then_run_it_now(api: InProcessApi) -> None:
+    code, out, _ = sundial(api, "jobs", "submit", "--queue", "email", "--in", "1h", "--json")
+    job_id = json.loads(out)["id"]
+    code, out, _ = sundial(
+        api, "jobs", "change", job_id, "--in", "2h", "--payload", '{"v": 2}', "--json"
+    )
+    assert code == EXIT_OK
+    changed = json.loads(out)
+    assert (changed["id"], changed["payload"], changed["revision"]) == (job_id, {"v": 2}, 1)
+    code, _, err = sundial(api, "jobs", "change", job_id)
+    assert code == EXIT_USAGE and "at least one of" in err
+    code, out, _ = sundial(api, "jobs", "run-now", job_id)
+    assert code == EXIT_OK and "queued" in out
+    sundial(api, "jobs", "cancel", job_id)
+    code, _, err = sundial(api, "jobs", "change", job_id, "--in", "5m")
+    assert code == EXIT_CONFLICT and "cancelled" in err
+
+
 def test_submit_in_ten_minutes_with_a_payload_file_then_get_and_cancel(
     api: InProcessApi, tmp_path: Path
 ) -> None:

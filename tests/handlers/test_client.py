@@ -111,6 +111,24 @@ def test_pause_resume_and_retry_a_job(sundial: SundialClient) -> None:
     assert sundial.retry_job(job.id).status == "queued"
 
 
+def test_change_a_waiting_job_and_run_it_now(sundial: SundialClient) -> None:
+    job = sundial.submit("default", {"v": 1}, delay_seconds=3600)
+    changed = sundial.change_job(job.id, delay_seconds=7200, payload=None, priority="low")
+    assert (changed.id, changed.payload, changed.priority, changed.revision) == (
+        job.id,
+        None,
+        "low",
+        1,
+    )
+    assert [m.changed for m in changed.moves] == [["run_at", "priority", "payload"]]
+    kept = sundial.change_job(job.id, max_attempts=5)  # the payload is kept unless given
+    assert (kept.payload, kept.max_attempts, kept.run_at) == (None, 5, changed.run_at)
+    assert sundial.run_job_now(job.id).status == "queued"
+    sundial.cancel_job(job.id)
+    with pytest.raises(Conflict, match="cancelled"):
+        sundial.change_job(job.id, delay_seconds=60)
+
+
 def test_a_bad_request_raises_invalid_request_with_the_field_errors(
     sundial: SundialClient,
 ) -> None:

@@ -30,6 +30,8 @@ ROUTES = {
     "POST /queues/{queue}/resume": "queues",
     "GET /jobs/{job_id}": "jobs",
     "DELETE /jobs/{job_id}": "jobs",
+    "PATCH /jobs/{job_id}": "jobs",
+    "POST /jobs/{job_id}/run-now": "jobs",
     "GET /queues/{queue}/dead": "jobs",
     "DELETE /queues/{queue}/dead": "jobs",
     "POST /queues/{queue}/dead/replay": "jobs",

@@ -394,8 +394,15 @@ def _queues_and_dispatch(world: World) -> None:
 
 
 def _job_control(world: World, schedule_id: str) -> None:
-    """jobs: get a job; pause, resume, cancel and retry another; cancel a schedule's pending
-    occurrence and retry it (the schedule moves on past it: its next occurrence is put)."""
+    """jobs: get a job; move it twice (a transaction: put, pointer, delete) and back, change its
+    payload in place, run it now (sent); pause, resume, cancel and retry another; cancel a
+    schedule's pending occurrence and retry it (the schedule moves on past it: its next
+    occurrence is put)."""
+    moved = world.api("submit", "POST", "/jobs", "/jobs", {"queue": "email", "delay_seconds": 7200})
+    path = f"/jobs/{moved['id']}"
+    for body in ({"delay_seconds": 9000}, {"delay_seconds": 10800}, {"payload": {"v": 2}}):
+        world.api("jobs", "PATCH", path, JOB, body)
+    world.api("jobs", "POST", f"{path}/run-now", f"{JOB}/run-now")
     later = world.api("submit", "POST", "/jobs", "/jobs", {"queue": "email", "delay_seconds": 7200})
     path = f"/jobs/{later['id']}"
     world.api("jobs", "GET", path, JOB)
@@ -571,7 +578,8 @@ def _pending_occurrence(world: World, schedule_id: str) -> str:
     table = world.environment["jobs"]["SUNDIAL_TABLE_NAME"]
     items = boto3.client("dynamodb").scan(TableName=table)["Items"]
     for item in items:
-        job = item_to_job(item) if item["sk"]["S"][:1].isdigit() else None  # job items only
+        is_job = item["sk"]["S"][:1].isdigit() and "moved_to" not in item  # not a pointer
+        job = item_to_job(item) if is_job else None
         if job is not None and job.schedule_id == schedule_id and str(job.status) == "pending":
             return job.id
     raise AssertionError(f"schedule {schedule_id} has no pending occurrence")

@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JOBS",
         help="fair dispatch: this many jobs of `default` due at once, capped (issue 16)",
     )
+    parser.add_argument(
+        "--movers", action="store_true", help="a client moving jobs every tick (issue 18)"
+    )
     args = parser.parse_args(argv)
     # The code under test logs every injected fault it handles; the trace says it better.
     logging.disable(logging.CRITICAL)
@@ -48,13 +51,21 @@ def main(argv: list[str] | None = None) -> int:
         return chaos(total_jobs=args.jobs, first_seed=args.seed, processes=args.processes)
     faults = CLEAN if args.clean else FAULTY
     flood = Flood(jobs=args.flood) if args.flood else None
-    config = Config(seed=args.seed, jobs=args.jobs, trace=args.trace, faults=faults, flood=flood)
+    config = Config(
+        seed=args.seed,
+        jobs=args.jobs,
+        trace=args.trace,
+        faults=faults,
+        flood=flood,
+        movers=args.movers,
+    )
     result = simulate(config)
     injected = dict(sorted(result.faults.items()))
     print(
         f"seed {result.seed}: {result.jobs} jobs, faults {injected},"
         f" duplicates after a fault {result.duplicates_after_fault},"
-        f" quota refusals {dict(sorted(result.refusals.items()))}"
+        f" quota refusals {dict(sorted(result.refusals.items()))},"
+        f" moves answered {result.moves_answered} (jobs moved and run {result.moved_and_ran})"
     )
     if flood is not None:
         lateness = sorted(result.quiet_lateness_ms) or [0]

@@ -64,6 +64,7 @@ from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import JobConsumer
 from sundial.errors import (
     Conflict,
+    InvalidInput,
     SubmissionRateExceeded,
     SundialError,
     TooLargeForQueue,
@@ -80,7 +81,7 @@ from sundial.model.schedule import (
     ScheduleState,
     UpdateSchedule,
 )
-from sundial.model.submission import SubmitJob
+from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.runs.attempts import LifecycleDeps
 from sundial.services.schedules import RunView
 from sundial.store.idempotency import IDEM_SK, idempotency_pk
@@ -153,6 +154,10 @@ class Config:
     schedules: int = 2
     dags: int = 1
     trace: bool = False
+    # Moves (issue 18): with `movers`, a client of its own moves a job nearly every tick (most
+    # often one due about now, racing its claim, its send and its run), besides the racing
+    # clients' occasional moves.
+    movers: bool = False
 
 
 # -- the cooperative scheduler ----------------------------------------------------------------
@@ -285,6 +290,12 @@ class Ledger:
     flood: set[str] = field(default_factory=set)  # the flooding queue's job ids
     queue_of: dict[str, str] = field(default_factory=dict)  # job id -> queue, for plain jobs
     flood_paused_at: int | None = None  # the first pause of the flooding queue asked for
+    # Moves (PATCH /jobs/{id}): per job, the moves answered 200 as (revision, due ms, payload
+    # JSON), and those that got no answer as (the lowest due they can have set, payload JSON).
+    moves: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
+    unanswered_moves: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    submitted_payload: dict[str, str] = field(default_factory=dict)  # job id -> payload JSON
+    run_payloads: list[str] = field(default_factory=list)  # the payload of each run, as `runs`
 
     def crashed(self) -> bool:
         return bool(
@@ -312,6 +323,8 @@ class RunResult:
     quiet_lateness_ms: list[int] = field(default_factory=list)
     late: list[str] = field(default_factory=list)
     pacing_errors: list[str] = field(default_factory=list)
+    moves_answered: int = 0  # moves (PATCH /jobs/{id}) answered 200
+    moved_and_ran: int = 0  # jobs moved (200) that then ran
 
     @property
     def violations(self) -> list[str]:
@@ -428,6 +441,11 @@ class Slot:
         return actor.name if actor else self.name
 
 
+def _canonical(payload: Any) -> str:
+    """A payload as comparable JSON text."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
 def _record_visible(world: World, params: dict[str, Any], parsed: dict[str, Any]) -> None:
     now = world.clock.now_ms()
     entries = {entry["Id"]: entry for entry in params.get("Entries", [])}
@@ -505,6 +523,7 @@ class World:
             "api-1",
             "api-2",
             "api-3",
+            "mover",
             "sweeper-1",
             "sweeper-2",
             "consumer-1",
@@ -533,6 +552,7 @@ class World:
         now = self.clock.now_ms()
         self.ledger.runs.append((job.id, job.attempt, now))
         self.ledger.payloads[job.id] = job.payload
+        self.ledger.run_payloads.append(_canonical(job.payload))
         self.trace(f"  EFFECT {job.id} attempt {job.attempt} at {to_rfc3339(now)}")
         return {"ran": job.id}
 
@@ -622,6 +642,7 @@ class World:
                 continue
             self.ledger.accepted[result.job.id] = result.job.due_ms
             self.ledger.queue_of[result.job.id] = request.queue
+            self.ledger.submitted_payload[result.job.id] = _canonical(request.payload)
             self.job_ids.append(result.job.id)
             if request.idempotency_key and self.rng.random() < 0.2:  # a repeat, later
                 try:
@@ -649,6 +670,36 @@ class World:
             raise
         if status is Status.CANCELLED:
             self.ledger.cancelled.add(job_id)
+
+    def op_move_job(self, slot: str, due_now_bias: float = 0.5) -> None:
+        """PATCH /jobs/{id}: a new time (now, within the direct window or beyond it), and half
+        the time a new payload, for a job chosen as a cancel chooses (half the time one due
+        about now, racing its dispatch and its run)."""
+        if not self.job_ids:
+            return
+        now = self.clock.now_ms()
+        due_now = [j for j in self.job_ids if abs(self.ledger.accepted[j] - now) < 60_000]
+        chosen = due_now if due_now and self.rng.random() < due_now_bias else self.job_ids
+        job_id = self.rng.choice(chosen)
+        fields: dict[str, Any] = {"delay_seconds": self.rng.choice([0, 5, 60, 400, 950, 1800])}
+        if self.rng.random() < 0.5:
+            fields["payload"] = {"moved": next(self.attempts)}
+        change = ChangeJob.model_validate(fields)
+        payload = _canonical(change.payload) if change.changes_payload else None
+        floor = now + fields["delay_seconds"] * 1000  # the earliest due it can set
+        try:
+            job = self._client_call(slot, lambda deps: deps.moves.move(job_id, change))
+        except Conflict as conflict:
+            if "retry" in str(conflict):  # the client repeats it later (the drain): it may land
+                self.ledger.unanswered_moves.setdefault(job_id, []).append((floor, payload or ""))
+            return  # otherwise refused: nothing changed
+        except InvalidInput:
+            return
+        except BaseException:
+            # No answer: it may have landed, now or when the client repeats it (the drain).
+            self.ledger.unanswered_moves.setdefault(job_id, []).append((floor, payload or ""))
+            raise
+        self.ledger.moves.setdefault(job_id, []).append((job.revision, job.due_ms, payload or ""))
 
     def op_pause_job(self, slot: str) -> None:
         if self.job_ids:
@@ -819,6 +870,8 @@ class World:
             if rng.random() < 0.5:
                 name, op = rng.choice(self._racing_ops())
                 add(slot_x, name, partial(op, slot_x))
+        if self.config.movers and rng.random() < 0.8:
+            add("mover", "move job", lambda: self.op_move_job("mover", due_now_bias=0.8))
         if tick % 2 == 0:
             add("sweeper-1", "sweep", lambda: self.op_sweep("sweeper-1"))
             if rng.random() < 0.5:  # a second sweeper on the same shards (a retried tick)
@@ -836,6 +889,8 @@ class World:
             ("cancel", self.op_cancel),
             ("cancel", self.op_cancel),
             ("pause job", self.op_pause_job),
+            ("move job", self.op_move_job),
+            ("move job", self.op_move_job),
             ("resume job", self.op_resume_job),
             ("pause queue", self.op_pause_queue),
             ("resume queue", self.op_resume_queue),
@@ -956,7 +1011,9 @@ class World:
                 job = deps.store.get(JobKey.from_job_id(job_id))  # read only to say why
                 lost.append(f"{job_id} ({job.status if job else 'missing'})")
             first = min((at for attempt, at in runs if attempt == 1), default=None)
-            if first is not None and first < due_ms // 1000 * 1000:
+            if job_id in ledger.moves or job_id in ledger.unanswered_moves:
+                early += self._check_moved(job_id, due_ms)
+            elif first is not None and first < due_ms // 1000 * 1000:
                 early.append(f"{job_id} ran {first - due_ms} ms early")
             attempts = Counter(attempt for attempt, _ in runs)
             if any(n > 1 for n in attempts.values()):
@@ -977,6 +1034,8 @@ class World:
         ]
         quiet, late, pacing = self._check_flood()
         return RunResult(
+            moves_answered=sum(len(moves) for moves in ledger.moves.values()),
+            moved_and_ran=sum(1 for job_id in ledger.moves if job_id in runs_by_job),
             refusals=ledger.refusals,
             refused_but_written=ledger.refused_but_written,
             quiet_lateness_ms=quiet,
@@ -994,6 +1053,36 @@ class World:
             dag_errors=dag_errors,
             trace=self.lines,
         )
+
+    def _check_moved(self, job_id: str, submitted_due_ms: int) -> list[str]:
+        """A moved job's runs: each run of its first attempt comes no earlier than the due time
+        of a move that can be the last one to have landed, and carries that move's payload.
+        Those moves: the answered move with the highest revision (the last answered one to have
+        landed; with no answered move, the submit itself), and every move that got no answer
+        (it may have landed after)."""
+        ledger = self.ledger
+        answered = ledger.moves.get(job_id, [])
+        if answered:
+            # A move that kept the payload ("") allows any: an earlier move may have changed it.
+            _, due, payload = max(answered)
+            candidates = [(due, payload)]
+        else:
+            candidates = [(submitted_due_ms, ledger.submitted_payload.get(job_id, ""))]
+        candidates += ledger.unanswered_moves.get(job_id, [])
+        errors = []
+        for index, (run_id, attempt, at) in enumerate(ledger.runs):
+            if run_id != job_id or attempt != 1:
+                continue
+            payload = ledger.run_payloads[index]
+            if not any(
+                at >= due // 1000 * 1000 and (not wanted or payload == wanted)
+                for due, wanted in candidates
+            ):
+                errors.append(
+                    f"{job_id} (moved) ran at {to_rfc3339(at)} with payload {payload}: no move "
+                    f"that can have landed last allows it ({candidates})"
+                )
+        return errors
 
     def _correlation_ids(self) -> set[str]:
         """The correlation id of every item in the table (jobs and DAG nodes carry one)."""

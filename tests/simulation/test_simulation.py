@@ -15,10 +15,13 @@ JOBS = 40
 
 
 @pytest.mark.parametrize(
-    ("seed", "clean"), [(1, True), (2, False), (3, True), (4, False), (5, False)]
+    ("seed", "clean", "movers"),
+    [(1, True, True), (2, False, True), (3, True, False), (4, False, False), (5, False, False)],
 )
-def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool) -> None:
+def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, movers: bool) -> None:
+    """`movers`: a client moves jobs (PATCH /jobs/{id}) nearly every tick (issue 18)."""
     command = [sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--jobs", str(JOBS)]
+    command += ["--movers"] if movers else []
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     run = subprocess.run(
         [*command, *(["--clean"] if clean else [])],

@@ -52,6 +52,8 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/batch", "post"),
         ("/jobs/{job_id}", "get"),
         ("/jobs/{job_id}", "delete"),
+        ("/jobs/{job_id}", "patch"),
+        ("/jobs/{job_id}/run-now", "post"),
         ("/jobs/{job_id}/retry", "post"),
         ("/queues/{queue}/dead", "get"),
         ("/queues/{queue}/dead", "delete"),

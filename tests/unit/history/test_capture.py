@@ -14,7 +14,7 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.history.capture import HistoryEvent
 from sundial.model.dag import SubmitDag
-from sundial.model.submission import SubmitJob
+from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.wiring import Dependencies, history_recorder
 from tests.harness import ALL_SHARDS, Harness
 from tests.support import DAILY_REPORT, TABLE, FakeLambdaContext, StreamReader, create_table
@@ -167,6 +167,35 @@ def test_cancel_is_recorded_once(
     # Then there is one cancellation, at the cancel's time
     assert transitions(all_events()) == [(None, "pending", 0), ("pending", "cancelled", 0)]
     assert all_events()[-1].event_at_ms == clock.now_ms()
+
+
+def test_a_moved_job_keeps_its_id_and_its_moves_are_no_events(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a job moved twice (PATCH /jobs/{id}: items put, deleted and a pointer), then run
+    harness = Harness(deps, clock, lambda job: None)
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
+    deps.moves.move(job.id, ChangeJob(delay_seconds=7200))
+    moved = deps.moves.move(job.id, ChangeJob(delay_seconds=5400, payload="new"))
+    clock.advance(seconds=5400 - 60)
+    harness.sweeper.sweep(ALL_SHARDS)
+    clock.advance(seconds=61)
+    harness.poll()
+
+    # When the records reach the history Lambda
+    assert record(stream.next_event()) == {"batchItemFailures": []}
+
+    # Then the job's state changes are there, under the id it was submitted with, due at its
+    # new time; the moves themselves are no events (GET /jobs/{id} shows them)
+    events = all_events()
+    assert transitions(events) == [
+        (None, "pending", 0),
+        ("pending", "queued", 0),
+        ("queued", "running", 1),
+        ("running", "succeeded", 1),
+    ]
+    assert {e.job_id for e in events} == {job.id}
+    assert events[-1].due_at_ms == moved.due_ms
 
 
 def test_a_redelivered_batch_rewrites_the_same_object(

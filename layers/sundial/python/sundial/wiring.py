@@ -31,6 +31,7 @@ from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
 from sundial.services.direct import DirectSender
 from sundial.services.jobs import JobService
+from sundial.services.moves import JobMover
 from sundial.services.queues import CatchUp, QueueControl
 from sundial.services.release import Releaser
 from sundial.services.schedules import ScheduleService
@@ -146,6 +147,18 @@ class Dependencies:
             queue_states=self.queue_states,
             chain=self.chain,
             rng=self._random(),
+            admission=self.admission,
+        )
+
+    @cached_property
+    def moves(self) -> JobMover:
+        """Changes to waiting jobs (PATCH /jobs/{id})."""
+        return JobMover(
+            store=self.store,
+            direct=DirectSender(store=self.store, sender=self.sender, clock=self.clock),
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+            queue_states=self.queue_states,
             admission=self.admission,
         )
 

@@ -103,6 +103,9 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/jobs/{job_id}/retry"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/pause"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/resume"): _job(_CONTROL),
+    # A change keeps the job's queue (ChangeJob has no queue), so the check stays true.
+    ("PATCH", "/jobs/{job_id}"): _job(_CONTROL),
+    ("POST", "/jobs/{job_id}/run-now"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/heartbeat"): _job(_WORK),
     ("POST", "/jobs/{job_id}/ack"): _job(_WORK),
     ("POST", "/jobs/{job_id}/nack"): _job(_WORK),

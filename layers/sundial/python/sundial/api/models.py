@@ -7,7 +7,7 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from sundial.clock import to_rfc3339
-from sundial.model.job import AttemptError, Job, Priority, Status
+from sundial.model.job import AttemptError, Job, Move, Priority, Status
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import integral
 from sundial.runs.leases import LeasedJob
@@ -61,6 +61,22 @@ class AttemptErrorView(BaseModel):
         )
 
 
+class MoveView(BaseModel):
+    at: str = Field(description="When the change was made")
+    from_run_at: str = Field(description="Its due time before the change")
+    to_run_at: str = Field(description="Its due time after the change")
+    changed: list[str] = Field(description="The fields the change set: run_at, priority, ...")
+
+    @classmethod
+    def of(cls, move: Move) -> MoveView:
+        return cls(
+            at=to_rfc3339(move.at_ms),
+            from_run_at=to_rfc3339(move.from_run_at_ms),
+            to_run_at=to_rfc3339(move.to_run_at_ms),
+            changed=list(move.changed),
+        )
+
+
 class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
@@ -72,7 +88,9 @@ class JobDetail(JobSummary):
     next_attempt_at: str | None = Field(default=None, description="When a failed job retries")
     cancelled_at: str | None = None
     paused_at: str | None = Field(default=None, description="When a paused job was paused")
-    due_at: str = Field(description="The time it was submitted to run at (its id encodes it)")
+    due_at: str = Field(
+        description="The time it is due: as submitted, or as its last change (PATCH) set it"
+    )
     retried_at: str | None = Field(default=None, description="When a retry last re-queued it")
     schedule_id: str | None = Field(
         default=None, description="The schedule this job is an occurrence of, if any"
@@ -84,6 +102,12 @@ class JobDetail(JobSummary):
     )
     dag_id: str | None = Field(default=None, description="For a DAG node: GET /dags/{id}")
     dag_node: str | None = Field(default=None, description="For a DAG node: its name")
+    revision: int = Field(
+        default=0, description="How many times it was changed (PATCH /jobs/{id}); 0: never"
+    )
+    moves: list[MoveView] = Field(
+        default_factory=list, description="Its changes (PATCH /jobs/{id}), oldest first"
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobDetail:
@@ -107,6 +131,8 @@ class JobDetail(JobSummary):
             history=[AttemptErrorView.of(error) for error in job.history],
             dag_id=job.dag.dag_id if job.dag else None,
             dag_node=job.dag.node if job.dag else None,
+            revision=job.revision,
+            moves=[MoveView.of(move) for move in job.moves],
         )
 
 

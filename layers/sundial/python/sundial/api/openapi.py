@@ -97,7 +97,14 @@ def _string_schemas(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _constrain_request_models(schemas: dict[str, Any], queues: Sequence[str]) -> None:
-    for name in ("SubmitJob", "CreateSchedule", "DagNode", "SubmitDag", "ReplayRequest"):
+    for name in (
+        "SubmitJob",
+        "CreateSchedule",
+        "DagNode",
+        "SubmitDag",
+        "ReplayRequest",
+        "ChangeJob",
+    ):
         properties = schemas[name]["properties"]
         for field, schema in properties.items():
             if field in _TIMES:
@@ -112,6 +119,13 @@ def _constrain_request_models(schemas: dict[str, Any], queues: Sequence[str]) ->
     for field in ("run_at", "delay_seconds"):
         submit["properties"][field] = _nullable_to_plain(submit["properties"][field])
     submit["oneOf"] = [{"required": ["run_at"]}, {"required": ["delay_seconds"]}]
+    # A change: at least one field, at most one of run_at or delay_seconds, and no null but
+    # the payload's (null is a payload).
+    change = schemas["ChangeJob"]
+    for field in ("run_at", "delay_seconds", "priority", "max_attempts"):
+        change["properties"][field] = _nullable_to_plain(change["properties"][field])
+    change["not"] = {"required": ["run_at", "delay_seconds"]}
+    change["minProperties"] = 1
     # A DAG: at most one of them; node names are the only keys.
     dag = schemas["SubmitDag"]
     dag["not"] = {"required": ["run_at", "delay_seconds"]}

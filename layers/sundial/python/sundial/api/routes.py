@@ -24,7 +24,7 @@ from sundial.api.models import (
     JobSummary,
 )
 from sundial.errors import Conflict, SundialError
-from sundial.model.submission import SubmitBatch, SubmitJob
+from sundial.model.submission import ChangeJob, SubmitBatch, SubmitJob
 from sundial.services.jobs import Submitted
 from sundial.wiring import dependencies
 
@@ -135,6 +135,59 @@ def _batch_item(index: int, outcome: Submitted | SundialError) -> BatchItemResul
 )
 def get_job(job_id: JobId) -> JobDetail:
     return JobDetail.of(dependencies().jobs.get(job_id))
+
+
+_CHANGE_CONFLICT = _documented(
+    ErrorBody,
+    "The job cannot be changed: its first attempt has started (or ended), it is a DAG node or a "
+    "schedule's occurrence, or it is being handed to SQS by another call (retry shortly); the "
+    "message says which",
+)
+
+
+@jobs_router.patch(
+    "/jobs/<job_id>",
+    summary="Change a waiting job",
+    description="Changes the time (run_at or delay_seconds), priority, payload or max_attempts "
+    "of a job waiting for its first attempt: pending, paused (it stays paused), or queued "
+    "(handed to SQS, not yet taken by a runner: its message is then skipped). The job keeps its "
+    "id. A time within 15 minutes (or in the past: now) hands it to SQS at once; a later one "
+    "waits for the sweepers. One DynamoDB transaction: a racing claim, cancel or change makes "
+    "it a 409 or a retry, never two jobs or none. GET shows every change under `moves`.",
+    tags=["jobs"],
+    responses={
+        200: _documented(JobDetail, "Changed: the job as it is now"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _CHANGE_CONFLICT,
+        413: TOO_LARGE_FOR_QUEUE,
+        503: _documented(ErrorBody, "AWS was unavailable; repeat the request"),
+    },
+)
+def change_job(job_id: JobId, change: ChangeJob) -> JobDetail:
+    job = dependencies().moves.move(job_id, change)
+    metrics.add_metric(name="JobsChanged", unit=MetricUnit.Count, value=1)
+    return JobDetail.of(job)
+
+
+@jobs_router.post(
+    "/jobs/<job_id>/run-now",
+    summary="Run a waiting job now",
+    description='The same as PATCH /jobs/{id} with {"delay_seconds": 0}: the job is handed to '
+    "SQS at once and keeps its id.",
+    tags=["jobs"],
+    responses={
+        200: _documented(JobDetail, "Handed to SQS (queued), or held if its queue is paused"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _CHANGE_CONFLICT,
+        503: _documented(ErrorBody, "AWS was unavailable; repeat the request"),
+    },
+)
+def run_job_now(job_id: JobId) -> JobDetail:
+    job = dependencies().moves.move(job_id, ChangeJob(delay_seconds=0))
+    metrics.add_metric(name="JobsChanged", unit=MetricUnit.Count, value=1)
+    return JobDetail.of(job)
 
 
 @jobs_router.post(

@@ -197,6 +197,24 @@ def _jobs_submit(client: SundialClient, args: argparse.Namespace, out: Output) -
     out.item(job, "job submitted")
 
 
+def _jobs_change(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    if args.at is not None and args.delay is not None:
+        raise UsageError("give --in or --at, not both")
+    changes: dict[str, Any] = {
+        "run_at": args.at,
+        "delay_seconds": parse_duration(args.delay) if args.delay is not None else None,
+        "priority": args.priority,
+        "max_attempts": args.max_attempts,
+    }
+    if args.payload is not None:
+        changes["payload"] = read_json(args.payload, "--payload")
+    if all(value is None for name, value in changes.items() if name != "payload") and (
+        "payload" not in changes
+    ):
+        raise UsageError("give at least one of --in, --at, --priority, --payload, --max-attempts")
+    out.item(client.change_job(args.id, **changes), f"job {args.id} changed")
+
+
 def _by_id(action: str, kind: str) -> Command:
     """A command that calls `client.<action>(args.id)` and shows what it returns."""
 
@@ -433,6 +451,21 @@ def _schedule_update_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name")
 
 
+def _submit_options(parser: argparse.ArgumentParser) -> None:
+    _job_options(parser)
+    parser.add_argument("--in", dest="delay", help="run after this delay: 90s, 10m, 1h30m, 2d")
+    parser.add_argument("--at", help="run at this time, RFC 3339: 2026-11-22T09:00:00Z")
+
+
+def _change_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="job id")
+    parser.add_argument("--in", dest="delay", help="run after this delay from now: 0s, 10m, 1h")
+    parser.add_argument("--at", help="run at this time, RFC 3339: 2026-11-22T10:00:00Z")
+    parser.add_argument("--payload", help="the new payload: JSON, @file.json, or @- for stdin")
+    parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
+    parser.add_argument("--max-attempts", type=int, help="1-100")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -459,10 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = groups.add_parser("jobs", help="submit and control jobs").add_subparsers(
         dest="action", required=True
     )
-    submit = leaf(jobs, "submit", _jobs_submit, "submit a job (now, --in a delay, or --at a time)")
-    _job_options(submit)
-    submit.add_argument("--in", dest="delay", help="run after this delay: 90s, 10m, 1h30m, 2d")
-    submit.add_argument("--at", help="run at this time, RFC 3339: 2026-11-22T09:00:00Z")
+    _submit_options(
+        leaf(jobs, "submit", _jobs_submit, "submit a job (now, --in a delay, or --at a time)")
+    )
     with_id(
         jobs,
         "job",
@@ -472,7 +504,16 @@ def build_parser() -> argparse.ArgumentParser:
             "retry": ("retry_job", "re-queue a dead, failed or cancelled job to run now"),
             "pause": ("pause_job", "hold a pending job until resumed"),
             "resume": ("resume_job", "resume a paused job"),
+            "run-now": ("run_job_now", "hand a waiting job to SQS now; it keeps its id"),
         },
+    )
+    _change_options(
+        leaf(
+            jobs,
+            "change",
+            _jobs_change,
+            "change a waiting job's time, priority, payload or attempts; it keeps its id",
+        )
     )
 
     schedules = groups.add_parser("schedules", help="recurring schedules").add_subparsers(

@@ -101,6 +101,16 @@ class ReplayProgress:
     more: bool
 
 
+class Keep:
+    """The default of change_job's `payload`: keep the job's payload (None would set null)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = Keep()
+
+
 def new_idempotency_key() -> str:
     """A fresh key for one logical submit: random, so no two submits share one."""
     return f"sundial-client-{uuid.uuid4().hex}"
@@ -225,6 +235,38 @@ class SundialClient:
         """Cancel a job; once this returns, its function never runs. Conflict (409) once its
         attempt is running or it has finished. Safe to repeat (a repeat answers 200 again)."""
         return self._call(Cancelled, "DELETE", f"/jobs/{_segment(job_id)}", repeat=Repeat.SAFE)
+
+    def change_job(
+        self,
+        job_id: str,
+        *,
+        run_at: Time | None = None,
+        delay_seconds: int | None = None,
+        priority: Priority | None = None,
+        payload: JsonValue | Keep = KEEP,
+        max_attempts: int | None = None,
+    ) -> JobDetail:
+        """Change a job waiting for its first attempt (PATCH /jobs/{id}): its time (`run_at` or
+        `delay_seconds`), priority, payload (None is a payload: leave it out to keep the old
+        one) or attempt budget. The job keeps its id. Conflict (409) with the reason when its
+        attempt has started or ended, or it is a DAG node or a schedule's occurrence."""
+        body = _without_none(
+            {
+                "run_at": _time(run_at),
+                "delay_seconds": delay_seconds,
+                "priority": priority,
+                "max_attempts": max_attempts,
+            }
+        )
+        if not isinstance(payload, Keep):
+            body["payload"] = payload
+        return self._call(
+            JobDetail, "PATCH", f"/jobs/{_segment(job_id)}", body=body, repeat=Repeat.SAFE
+        )
+
+    def run_job_now(self, job_id: str) -> JobDetail:
+        """Hand a waiting job to SQS now (POST /jobs/{id}/run-now); it keeps its id."""
+        return self._post(JobDetail, f"/jobs/{_segment(job_id)}/run-now")
 
     def retry_job(self, job_id: str) -> JobSummary:
         """Re-queue a dead, failed or cancelled job to run now. Safe to repeat: a repeat finds

@@ -50,6 +50,13 @@ class AttemptErrorView(ApiModel):
     traceback_head: str
 
 
+class MoveView(ApiModel):
+    at: datetime
+    from_run_at: datetime
+    to_run_at: datetime
+    changed: list[str]
+
+
 class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
@@ -69,6 +76,8 @@ class JobDetail(JobSummary):
     history: list[AttemptErrorView] = Field(default_factory=list)
     dag_id: str | None = None
     dag_node: str | None = None
+    revision: int = 0
+    moves: list[MoveView] = Field(default_factory=list)
 
 
 class Cancelled(ApiModel):
@@ -152,6 +161,7 @@ class Envelope(ApiModel):
     created_at: datetime
     dag: DagContext | None = None
     correlation_id: str | None = None
+    revision: int = 0
 
 
 class LeasedJobView(ApiModel):

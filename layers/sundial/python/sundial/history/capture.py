@@ -6,7 +6,9 @@ Only job items become events. The table holds other items too (sweep cursors, th
 count, idempotency keys, and whatever later features add), so a job item is recognised
 positively: pk `shard#<n>` and an sk of 13 due-time digits, `#`, and a ULID. Retry timers
 (job-shaped items with `retry_of`) are bookkeeping: the retried job's own item records its
-attempts, so timers produce no events.
+attempts, so timers produce no events. So are a moved job's pointer and the put and delete
+that move its item (PATCH /jobs/{id}): a moved job's events carry the id it was submitted with
+and its current due time.
 
 An event is written when a job item is inserted, when its status or its attempt count changes,
 and when it is removed. A removal by DynamoDB's TTL (the stream record's userIdentity is the
@@ -183,7 +185,11 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
         raise ValueError("job record without images: the stream must be NEW_AND_OLD_IMAGES")
     if "retry_of" in image:
         return None  # a retry timer
+    if _moving(record, new, old):
+        return None
     key = JobKey.from_item_keys(pk, sk)
+    origin = _str(image, "origin")  # a moved job: its id names its origin
+    job_id = (JobKey.from_item_keys(pk, origin) if origin else key).job_id
     approximate_ms = (stream.approximate_creation_date_time or 0) * 1000
     queue, priority = _str(image, "queue"), _str(image, "priority")
     status = _str(image, "status")
@@ -191,7 +197,7 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
         raise ValueError(f"job item {pk}/{sk} lacks queue, priority or status")
     common: dict[str, Any] = {
         "event_id": record.event_id or _fallback_event_id(record),
-        "job_id": key.job_id,
+        "job_id": job_id,
         "queue": queue,
         "priority": priority,
         "schedule_id": _str(image, "schedule_id"),
@@ -208,6 +214,20 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
             event_at_ms=approximate_ms,
         )
     return _change_event(common, new, old, key=key, status=status, approximate_ms=approximate_ms)
+
+
+def _moving(
+    record: DynamoDBRecord, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None
+) -> bool:
+    """A record of a move's bookkeeping (PATCH /jobs/{id}; sundial.store.job_items): a pointer
+    written, changed or replaced, or a moved job's item put at its new key or deleted from its
+    previous one. The job's state changes afterwards are recorded under its id as usual; a
+    move itself is not a state change (GET /jobs/{id} shows it)."""
+    if any(image is not None and "moved_to" in image for image in (new, old)):
+        return True
+    moved = (new or old or {}).get("origin") is not None
+    inserted, removed = old is None, new is None
+    return moved and (inserted or (removed and not is_ttl_removal(record)))
 
 
 def _change_event(

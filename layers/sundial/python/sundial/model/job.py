@@ -83,18 +83,38 @@ class DagLink:
 
 
 class Keyed:
-    """A job's id and due time, read from its key (a Job, or a sweep's lighter DueRef)."""
+    """A job's id and due time, read from its key (a Job, or a sweep's lighter DueRef).
+
+    A job moved in time (PATCH /jobs/{id}) lives at a new key, at its new due time, and keeps
+    the id it was submitted with: `origin` is the key that id names (None: never moved), where
+    a pointer to the job's current key stays (sundial.store.job_items)."""
 
     __slots__ = ()
     key: JobKey
+    origin: JobKey | None
 
     @property
     def id(self) -> str:
-        return self.key.job_id
+        return (self.origin or self.key).job_id
 
     @property
     def due_ms(self) -> int:
         return self.key.due_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One change of a waiting job by PATCH /jobs/{id}, kept in its history."""
+
+    at_ms: int
+    from_run_at_ms: int
+    to_run_at_ms: int
+    changed: tuple[str, ...]  # the fields the request changed, e.g. ("run_at", "priority")
+
+
+# A job keeps at most this many moves in its history (each about 100 bytes of its item); one
+# more is refused (409), so a job's item stays far below DynamoDB's 400 KB.
+MAX_MOVES = 100
 
 
 @dataclass(slots=True)
@@ -142,11 +162,17 @@ class Job(Keyed):
     # The id of the API request that submitted the job (API Gateway's request id), so one job
     # can be followed through the API, sweeper and consumer logs and the history.
     correlation_id: str | None = None
+    # Moved in time (PATCH /jobs/{id}): the key its id names (see Keyed), how many changes it
+    # has had (its messages carry it, and the consumer's fence skips one of an older revision),
+    # and those changes.
+    origin: JobKey | None = None
+    revision: int = 0
+    moves: list[Move] = field(default_factory=list)
 
     @property
     def envelope_id(self) -> str:
         """The id consumers see: the job's own, or for a retry timer the job it retries."""
-        return (self.retry_of or self.key).job_id
+        return self.retry_of.job_id if self.retry_of is not None else self.id
 
     @property
     def last_error(self) -> AttemptError | None:

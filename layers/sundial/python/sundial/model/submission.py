@@ -141,3 +141,81 @@ class SubmitBatch(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     jobs: list[SubmitJob] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ChangeJob(BaseModel):
+    """Changes to a job waiting for its first attempt (PATCH /jobs/{id}): any of its time,
+    priority, payload and attempt budget. At most one of run_at or delay_seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_at: Rfc3339 | None = Field(
+        default=None,
+        description="The new time, RFC 3339 with offset; a time in the past means now",
+        examples=["2026-11-22T10:00:00Z"],
+    )
+    delay_seconds: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_HORIZON_S,
+        description="Run this many seconds from now (0: now)",
+    )
+    priority: Priority | None = None
+    payload: Payload = Field(
+        default=None,
+        description="The new payload, replacing the old one (null is a payload too: leave the "
+        "field out to keep the old one)",
+    )
+    max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
+
+    _integral = integral("delay_seconds", "max_attempts")
+
+    @model_validator(mode="after")
+    def _one_change_at_least(self) -> Self:
+        given = self.model_fields_set
+        if {"run_at", "delay_seconds"} <= given:
+            raise PydanticCustomError(
+                "run_at_and_delay",
+                "give at most one of run_at or delay_seconds",
+                {"field": "run_at"},
+            )
+        if not given:
+            raise PydanticCustomError(
+                "nothing_to_change",
+                "give at least one of run_at, delay_seconds, priority, payload or max_attempts",
+                {"field": "body"},
+            )
+        for name in sorted(given - {"payload"}):
+            if getattr(self, name) is None:
+                raise PydanticCustomError(
+                    "null_change",
+                    "{field} cannot be null: leave it out to keep the job's",
+                    {"field": name},
+                )
+        return self
+
+    @property
+    def changed_fields(self) -> tuple[str, ...]:
+        """The fields this change sets, in a fixed order; a delay counts as run_at."""
+        given = {"run_at" if name == "delay_seconds" else name for name in self.model_fields_set}
+        return tuple(n for n in ("run_at", "priority", "payload", "max_attempts") if n in given)
+
+    @property
+    def time_field(self) -> str:
+        return "delay_seconds" if self.delay_seconds is not None else "run_at"
+
+    @property
+    def changes_payload(self) -> bool:
+        return "payload" in self.model_fields_set
+
+    @property
+    def payload_json(self) -> str:
+        return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False)
+
+    def due_ms(self, now_ms: int) -> int | None:
+        """The new due time (a time in the past means now), or None to keep the job's."""
+        if self.run_at is not None:
+            return max(parse_rfc3339(self.run_at), now_ms)
+        if self.delay_seconds is not None:
+            return now_ms + self.delay_seconds * 1000
+        return None

@@ -107,10 +107,23 @@ class Attempts:
         if job.dag is not None:  # only a DAG node needs (and loads) the DAG engine
             self.dags.node_stopped(job)
 
-    def admit(self, job: Job, attempt: int, *, redelivered: bool = False) -> bool:
+    def admit(
+        self, job: Job, attempt: int, *, revision: int = 0, redelivered: bool = False
+    ) -> bool:
         """The fence. False means: acknowledge this delivery without running the job.
+        `revision`: the envelope's (the job's revision when the message was sent); a message
+        sent before the job was changed (PATCH /jobs/{id}) is stale: its time or payload is
+        not the job's any more, and the change sent or will send the job anew.
         `redelivered`: SQS delivered this message before and its visibility ran out, so a
         runner that still shows the attempt `running` has stopped extending its lease."""
+        if revision != job.revision:
+            extra = {"id": job.id, "revision": revision, "job_revision": job.revision}
+            logger.info("skipped: the job was changed after this message was sent", extra=extra)
+            return False
+        return self._admit_attempt(job, attempt, redelivered=redelivered)
+
+    def _admit_attempt(self, job: Job, attempt: int, *, redelivered: bool) -> bool:
+        """The fence for a message of the job's current revision (admit)."""
         extra = {"id": job.id, "status": str(job.status), "attempt": attempt}
         if job.status in (Status.CANCELLED, Status.SUCCEEDED):
             logger.info("skipped: job is already finished", extra=extra)
@@ -150,6 +163,7 @@ class Attempts:
             job.key,
             attempt=attempt,
             now_ms=started,
+            revision=job.revision,
             taking_over_from_ms=(job.started_at_ms or 0) if taking_over else None,
         )
         if not running:
@@ -247,8 +261,9 @@ class Attempts:
             priority=job.priority,
             max_attempts=job.max_attempts,
             created_at_ms=job.created_at_ms,
-            retry_of=job.key,
+            retry_of=job.origin or job.key,  # the job's id, wherever a move put it
             retry_attempt=attempt,
+            revision=job.revision,  # its message is of the job's revision
             expires_at_s=self._expiry(at_ms),
             dag=job.dag,  # the retry's message carries the node's DAG context too
         )

@@ -184,7 +184,9 @@ class JobConsumer:
         # (Lambda's event always carries the count; a hand-made record may not.)
         receive_count = record.raw_event.get("attributes", {}).get("ApproximateReceiveCount", "1")
         redelivered = int(receive_count) > 1
-        if not self.attempts.admit(job, attempt, redelivered=redelivered):
+        if not self.attempts.admit(
+            job, attempt, revision=envelope.revision, redelivered=redelivered
+        ):
             return
         started = self.attempts.start(job, attempt)
         if started is None:

@@ -177,7 +177,7 @@ class LeaseService:
         job = self._deps.store.get(JobKey.from_job_id(envelope.id))
         try:
             runnable = job is not None and self._attempts.admit(
-                job, envelope.attempt, redelivered=receive_count > 1
+                job, envelope.attempt, revision=envelope.revision, redelivered=receive_count > 1
             )
         except AttemptBusyError:
             return None  # comes back after the lease; by then the other runner is done or gone

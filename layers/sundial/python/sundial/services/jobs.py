@@ -289,6 +289,7 @@ class JobService:
         current = self._store.get(key)
         if current is None:
             raise JobNotFound(job_id)
+        key = current.key  # where it is now, if it was moved (a job in these states stays put)
         occurrence = current.schedule_id is not None
         unchained = occurrence and current.status is Status.CANCELLED and not current.chained
         if unchained and self._chain is not None:
@@ -343,15 +344,18 @@ class JobService:
         paused queue a due-soon job is made pending and recorded for the queue's catch-up in
         one transaction. Resuming again is harmless: a job already waiting answers as the
         first resume did."""
-        key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
+        # Read first: a moved job's id names its origin, not its key and due time.
+        current = self._store.get(JobKey.from_job_id(job_id))
+        if current is None:
+            raise JobNotFound(job_id)
+        key = current.key
         due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
-        current = self._store.get(key) if due_soon and self._queue_states else None
-        paused = current is not None and current.status is Status.PAUSED
-        if current is not None and paused and self.paused_queues({current.queue}):
+        paused = current.status is Status.PAUSED
+        if due_soon and paused and self.paused_queues({current.queue}):
             assert self._queue_states is not None
             write = self._store.resume_write(key, now_ms=now)
-            hold = self._queue_states.hold_with(current.queue, [write], record=[current.id])
+            hold = self._queue_states.hold_with(current.queue, [write], record=[key.job_id])
             if hold is Hold.HELD:
                 current.status, current.paused_at_ms = Status.PENDING, None
                 return current
@@ -360,8 +364,8 @@ class JobService:
         resumed, job = self._store.resume(
             key, now_ms=now, direct=due_soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
         )
-        if job is None:
-            raise JobNotFound(job_id)
+        if job is None:  # it was there a moment ago: moved (PATCH) meanwhile
+            raise Unavailable(f"job {job_id} was moved while it was being resumed; retry")
         if not resumed:
             if job.status is Status.PENDING and not job.direct:
                 return job  # already resumed (a retried request): nothing more to do

@@ -38,16 +38,31 @@ class AttemptStore(JobItemStore):
         }
 
     def mark_running(
-        self, key: JobKey, *, attempt: int, now_ms: int, taking_over_from_ms: int | None = None
+        self,
+        key: JobKey,
+        *,
+        attempt: int,
+        now_ms: int,
+        revision: int = 0,
+        taking_over_from_ms: int | None = None,
     ) -> tuple[bool, Job | None]:
-        """queued/failed -> running for attempt `attempt`, if that attempt is still due. With
-        `taking_over_from_ms`, also running -> running for a runner that went silent, only if
-        the attempt still has that start time (so two takers cannot both win)."""
+        """queued/failed -> running for attempt `attempt`, if that attempt is still due and the
+        job is still of `revision` (the message's: a job changed since by PATCH /jobs/{id} is
+        not run from an older message). With `taking_over_from_ms`, also running -> running for
+        a runner that went silent, only if the attempt still has that start time (so two takers
+        cannot both win)."""
         condition = self._RUNNABLE
         values = {**self._attempt_values(attempt), ":now": num_attr(now_ms)}
         if taking_over_from_ms is not None:
-            condition += " OR (attempts = :n AND #status = :running AND started_at = :seen)"
+            condition = (
+                f"({condition} OR (attempts = :n AND #status = :running AND started_at = :seen))"
+            )
             values[":seen"] = num_attr(taking_over_from_ms)
+        if revision:
+            condition += " AND revision = :revision"
+            values[":revision"] = num_attr(revision)
+        else:
+            condition += " AND attribute_not_exists(revision)"
         return self._update_job(
             key,
             update="SET #status = :running, attempts = :n, started_at = :now",

@@ -1,14 +1,26 @@
-"""A job as one DynamoDB item and back: the job item's layout (key, attributes, the DAG map)."""
+"""A job as one DynamoDB item and back: the job item's layout (key, attributes, the DAG map).
+
+A job moved in time (PATCH /jobs/{id}, sundial.services.moves) lives at a new key, at its new
+due time, so the sweeps find it there as any job; the item at the key its id names (its
+`origin`) becomes a POINTER: {status: "moved", moved_to: <the job's sort key>, revision}. Every
+read and conditional update by key follows a pointer (at most one hop: a move rewrites the
+pointer and deletes the job's previous item in one transaction), so every path addressed by id
+(get, cancel, pause, resume, retry, a consumer's fence and attempt writes) works unchanged. A
+pointer matches no condition on a job's status, so it is never taken for a job; due-range
+queries leave pointers out.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from sundial.errors import Unavailable
 from sundial.ids import JobKey
 from sundial.model.job import (
     AttemptError,
     DagLink,
     Job,
+    Move,
     OnFailure,
     ParentResults,
     Priority,
@@ -72,7 +84,59 @@ def job_to_item(job: Job) -> Item:
         item["retry_of"] = str_attr(job.retry_of.job_id)
     if job.dag is not None:
         item |= _dag_to_item(job.dag)
+    return item | _moves_to_item(job)
+
+
+def _moves_to_item(job: Job) -> Item:
+    """A moved job's attributes: its origin, revision and moves (none for a job never moved)."""
+    item: Item = {}
+    if job.origin is not None:
+        item["origin"] = str_attr(job.origin.sk)
+    if job.revision:
+        item["revision"] = num_attr(job.revision)
+    if job.moves:
+        item["moves"] = {"L": [{"M": move_to_map(m)} for m in job.moves]}
     return item
+
+
+# A pointer's status: the job moved to another key (see the module docstring).
+MOVED = "moved"
+
+
+def pointer_item(origin: JobKey, *, to: JobKey, revision: int, expires_at_s: int) -> Item:
+    """The item left at a moved job's origin: where the job is now."""
+    return {
+        **key_item(origin),
+        "status": str_attr(MOVED),
+        "moved_to": str_attr(to.sk),
+        "revision": num_attr(revision),
+        "expires_at": num_attr(expires_at_s),
+    }
+
+
+def pointer_target(item: Item) -> JobKey | None:
+    """The job's current key, if `item` is a moved job's pointer; else None."""
+    if "moved_to" not in item:
+        return None
+    return JobKey.from_item_keys(item["pk"]["S"], item["moved_to"]["S"])
+
+
+def move_to_map(move: Move) -> Item:
+    return {
+        "at": num_attr(move.at_ms),
+        "from": num_attr(move.from_run_at_ms),
+        "to": num_attr(move.to_run_at_ms),
+        "changed": {"L": [str_attr(name) for name in move.changed]},
+    }
+
+
+def _move_from_map(value: Item) -> Move:
+    return Move(
+        at_ms=int(value["at"]["N"]),
+        from_run_at_ms=int(value["from"]["N"]),
+        to_run_at_ms=int(value["to"]["N"]),
+        changed=tuple(name["S"] for name in value["changed"]["L"]),
+    )
 
 
 def _dag_to_item(dag: DagLink) -> Item:
@@ -169,8 +233,9 @@ def _error_from_map(value: Item) -> AttemptError:
 
 
 def item_to_job(item: Item) -> Job:
+    key = JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"])
     return Job(
-        key=JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"]),
+        key=key,
         queue=item["queue"]["S"],
         payload_json=item["payload"]["S"],
         priority=Priority(item["priority"]["S"]),
@@ -206,6 +271,11 @@ def item_to_job(item: Item) -> Job:
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
         correlation_id=item["correlation_id"]["S"] if "correlation_id" in item else None,
+        origin=JobKey.from_item_keys(item["pk"]["S"], item["origin"]["S"])
+        if "origin" in item
+        else None,
+        revision=opt_int(item, "revision") or 0,
+        moves=[_move_from_map(m["M"]) for m in item.get("moves", {}).get("L", [])],
     )
 
 
@@ -223,6 +293,11 @@ MARK_DEAD = (
 )
 
 
+# How many times a read or update by key follows a pointer before giving up (503): each extra
+# time means the job was moved again during the call.
+_FOLLOWS = 4
+
+
 class JobItemStore(TableAdapter):
     """The base of the stores that change job items: one conditional update of one job."""
 
@@ -235,10 +310,16 @@ class JobItemStore(TableAdapter):
         values: Item,
         names: dict[str, str] | None = None,
         returns: Literal["ALL_NEW"] | None = "ALL_NEW",
+        follow: bool = False,
     ) -> tuple[bool, Job | None]:
         """Returns (written, the job after the write, or as it was if the condition failed;
         None after a write with `returns=None`, which reads nothing back). `#status` names the
-        status attribute wherever the expressions use it."""
+        status attribute wherever the expressions use it.
+
+        `follow`: `key` comes from a job id, so a condition that fails on a moved job's pointer
+        is tried again at the job's current key. Without it (`key` is where a job was read: a
+        sweep's claim, a consumer's attempt), a moved job counts as gone (False, None): a claim
+        must never reach a job at another due time."""
         expressions = update + condition
         all_names = {"#status": "status", **(names or {})}
         request: dict[str, Any] = {
@@ -253,5 +334,29 @@ class JobItemStore(TableAdapter):
             request["ExpressionAttributeValues"] = values
         if returns is not None:
             request["ReturnValues"] = returns
-        written, item = self._write_if("update", **request)
-        return written, item_to_job(item) if item else None
+        at = key
+        for _ in range(_FOLLOWS):
+            request["Key"] = key_item(at)
+            written, item = self._write_if("update", **request)
+            target = pointer_target(item) if item is not None and not written else None
+            if target is None:
+                if written or item is not None or at == key or not follow:
+                    return written, item_to_job(item) if item else None
+                target = key  # gone from where the pointer said: moved on, read it again
+            elif not follow:
+                return False, None  # the job is no longer at this key: it was moved
+            at = target
+        raise Unavailable(f"job {key.job_id} kept moving while it was being changed; retry")
+
+    def _get_job(self, key: JobKey) -> Job | None:
+        """The job whose id names `key` (following a moved job's pointer), read consistently."""
+        for _ in range(_FOLLOWS):
+            item = self._get_item(key_item(key))
+            target = pointer_target(item) if item is not None else None
+            if target is None:
+                return item_to_job(item) if item else None
+            item = self._get_item(key_item(target))
+            if item is not None:
+                return item_to_job(item)
+            # Moved on again between the two reads: read the pointer again.
+        raise Unavailable(f"job {key.job_id} kept moving while it was being read; retry")

@@ -21,10 +21,12 @@ if TYPE_CHECKING:
     pass
 from sundial.store.job_items import (
     MARK_DEAD,
+    MOVED,
     JobItemStore,
     appended_error,
     item_to_job,
     job_to_item,
+    pointer_item,
 )
 from sundial.store.table import (
     BATCH_ATTEMPTS,
@@ -32,6 +34,7 @@ from sundial.store.table import (
     key_item,
     num_attr,
     str_attr,
+    transact,
 )
 
 _CANCELLABLE_VALUES = {f":c{i}": {"S": str(s)} for i, s in enumerate(sorted(CANCELLABLE))}
@@ -91,8 +94,8 @@ class JobStore(JobItemStore):
         return written
 
     def get(self, key: JobKey) -> Job | None:
-        item = self._get_item(key_item(key))
-        return item_to_job(item) if item else None
+        """The job whose id names `key`, wherever a move put it."""
+        return self._get_job(key)
 
     def claim(
         self,
@@ -177,6 +180,7 @@ class JobStore(JobItemStore):
             key,
             update="SET #status = :cancelled, cancelled_at = :now, expires_at = :expires"
             + (", chained = :true" if chained else ""),
+            follow=True,
             condition=f"#status IN ({', '.join(_CANCELLABLE_VALUES)})",
             values={
                 ":cancelled": str_attr(Status.CANCELLED),
@@ -200,6 +204,7 @@ class JobStore(JobItemStore):
             key,
             update="SET #status = :paused, paused_at = :now",
             condition=condition,
+            follow=True,
             values={
                 ":paused": str_attr(Status.PAUSED),
                 ":pending": str_attr(Status.PENDING),
@@ -384,9 +389,10 @@ class JobStore(JobItemStore):
             # A malformed item may lack a status or hold an unknown one: any but these.
             condition = (
                 "attribute_exists(pk) AND (attribute_not_exists(#status)"
-                " OR NOT #status IN (:queued, :running, :ok, :dead, :cancelled))"
+                " OR NOT #status IN (:queued, :running, :ok, :dead, :cancelled, :moved))"
             )
             values |= {
+                ":moved": str_attr(MOVED),  # a moved job's pointer is not a job
                 ":queued": str_attr(Status.QUEUED),
                 ":running": str_attr(Status.RUNNING),
                 ":ok": str_attr(Status.SUCCEEDED),
@@ -403,3 +409,91 @@ class JobStore(JobItemStore):
             returns=None,
         )
         return written
+
+    # -- moves (PATCH /jobs/{id}, sundial.services.moves) ------------------------------------
+
+    def move_writes(self, current: Job, moved: Job, *, pointer_expires_at_s: int) -> list[Item]:
+        """The TransactWriteItems entries that replace `current` (as read) by `moved`: at its
+        key (its time did not change), or at a new key with the pointer at its origin naming it
+        and the job's previous item gone (sundial.store.job_items). Each entry is conditional
+        on what it replaces being exactly as read, so a racing claim, cancel, pause, resume or
+        second move fails the whole transaction instead of leaving zero or two copies."""
+        origin = current.origin or current.key
+        as_read = self._as_read(current)
+        if moved.key == current.key:
+            return [self._put(moved, as_read)]
+        pointer = pointer_item(
+            origin, to=moved.key, revision=moved.revision, expires_at_s=pointer_expires_at_s
+        )
+        still_pointing = _condition("moved_to = :at", {":at": str_attr(current.key.sk)}, names={})
+        if current.key == origin:  # its first move: the job's item becomes the pointer
+            return [
+                self._put(moved, _condition("attribute_not_exists(pk)", {}, names={})),
+                self._put_item(pointer, as_read),
+            ]
+        delete = {"Delete": {"TableName": self._table, "Key": key_item(current.key), **as_read}}
+        if moved.key == origin:  # back to where its id points: the job replaces the pointer
+            return [self._put(moved, still_pointing), delete]
+        return [
+            self._put(moved, _condition("attribute_not_exists(pk)", {}, names={})),
+            delete,
+            self._put_item(pointer, still_pointing),
+        ]
+
+    def move(self, current: Job, moved: Job, *, pointer_expires_at_s: int) -> bool:
+        """Replace `current` by `moved` (move_writes), all or nothing. False if anything changed
+        since `current` was read (nothing is written then)."""
+        writes = self.move_writes(current, moved, pointer_expires_at_s=pointer_expires_at_s)
+        if len(writes) == 1:  # a change in place: one conditional PutItem (1 WCU, not 2)
+            put = writes[0]["Put"]
+            written, _ = self._write_if(
+                "put",
+                Item=put["Item"],
+                ConditionExpression=put["ConditionExpression"],
+                ExpressionAttributeNames=put["ExpressionAttributeNames"],
+                ExpressionAttributeValues=put["ExpressionAttributeValues"],
+            )
+            return written
+        return not transact(self._db, writes)
+
+    def _as_read(self, job: Job) -> Item:
+        """A condition that the job's item is still in the state `job` was read in: the same
+        status, revision, claim and direct owner (the fields every racing write changes)."""
+        parts = ["#status = :status"]
+        values: Item = {":status": str_attr(job.status)}
+        if job.revision:
+            parts.append("revision = :revision")
+            values[":revision"] = num_attr(job.revision)
+        else:
+            parts.append("attribute_not_exists(revision)")
+        if job.claim_token is not None:
+            parts.append("claim_token = :token")
+            values[":token"] = str_attr(job.claim_token)
+        else:
+            parts.append("attribute_not_exists(claim_token)")
+        if job.direct:
+            parts.append("direct = :true")
+            values[":true"] = {"BOOL": True}
+            if job.resumed_at_ms is not None:  # a take (resume, catch-up) renews resumed_at
+                parts.append("resumed_at = :resumed")
+                values[":resumed"] = num_attr(job.resumed_at_ms)
+        else:
+            parts.append("attribute_not_exists(direct)")
+        return _condition(" AND ".join(parts), values, names={"#status": "status"})
+
+    def _put(self, job: Job, condition: Item) -> Item:
+        return self._put_item(job_to_item(job), condition)
+
+    def _put_item(self, item: Item, condition: Item) -> Item:
+        return {"Put": {"TableName": self._table, "Item": item, **condition}}
+
+
+def _condition(expression: str, values: Item, *, names: dict[str, str]) -> Item:
+    """A transaction entry's condition: expression, names and values (DynamoDB refuses empty
+    maps, so they are left out when empty)."""
+    condition: Item = {"ConditionExpression": expression}
+    if names:
+        condition["ExpressionAttributeNames"] = names
+    if values:
+        condition["ExpressionAttributeValues"] = values
+    return condition

@@ -59,12 +59,15 @@ class DueRef(Keyed):
     schedule_id: str | None
     chained: bool
     held: bool  # a root of a paused DAG (sundial.services.dags)
+    origin: JobKey | None = None  # a moved job's: the key its id names (model.job.Keyed)
 
 
 _DUE_REF_ATTRIBUTES = (
     "pk, sk, #queue, priority, #status, direct, claim_token, lease_until, retry_of,"
-    " schedule_id, chained, held"
+    " schedule_id, chained, held, origin"
 )
+# A moved job's pointer is not a job: due ranges leave it out (sundial.store.job_items).
+_NOT_A_POINTER = "attribute_not_exists(moved_to)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,9 @@ def _item_to_due_ref(item: Item) -> DueRef:
         schedule_id=item["schedule_id"]["S"] if "schedule_id" in item else None,
         chained=item.get("chained", {}).get("BOOL", False),
         held=item.get("held", {}).get("BOOL", False),
+        origin=JobKey.from_item_keys(item["pk"]["S"], item["origin"]["S"])
+        if "origin" in item
+        else None,
     )
 
 
@@ -121,6 +127,7 @@ class SweepStore(TableAdapter):
             },
             # A job written just before the sweep must not be missed.
             "ConsistentRead": True,
+            "FilterExpression": _NOT_A_POINTER,
         }
 
     def query_due(self, shard: int, *, from_sk: str, to_sk: str) -> Iterator[Job]:

@@ -54,6 +54,12 @@ class Envelope(BaseModel):
         description="The id of the API request that submitted the job (absent for schedule "
         "occurrences): search the logs for it to follow the job",
     )
+    revision: int = Field(
+        default=0,
+        ge=0,
+        description="How many times the job was changed (PATCH /jobs/{id}) before this message "
+        "was sent; absent for 0. The consumer SDK skips a message of an older revision",
+    )
 
 
 def dag_context(dag: DagLink) -> dict[str, Any]:
@@ -86,6 +92,7 @@ def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> st
             "created_at": to_rfc3339(job.created_at_ms),
             **({"dag": dag_context(job.dag)} if job.dag is not None else {}),
             **({"correlation_id": job.correlation_id} if job.correlation_id else {}),
+            **({"revision": job.revision} if job.revision else {}),
         },
         separators=(",", ":"),
         ensure_ascii=False,

@@ -1,0 +1,192 @@
+"""Changing a waiting job (PATCH /jobs/{id}, POST /jobs/{id}/run-now): its time, priority,
+payload or attempt budget, keeping its id.
+
+A job's key holds its due time (sundial.ids), so a job moved in time moves to a new item at
+its new due time, where the sweeps find it as any job; the item its id names becomes a pointer
+to it (sundial.store.job_items), so every call by id keeps working. The move is ONE transaction
+conditional on the job being exactly as read (JobStore.move_writes): a racing sweep's claim,
+cancel, pause, resume or second move makes it fail as a whole (409, or a retry of the read when
+the job is still movable), never leaving zero or two copies. Every move raises the job's
+`revision`; its messages carry it, and the consumer's fence and attempt-taking write refuse a
+message of an older revision (sundial.runs.attempts), so a job already handed to SQS can be
+moved until its first attempt starts, and its old message never runs it.
+
+Where the job lands follows submit's rules (THE OWNER RULE, sundial.timing): due within the
+direct window, it is written `direct` and sent here (or, on a paused queue, recorded for the
+queue's catch-up in the same transaction); later, it waits for the sweepers, ahead of every
+cursor. A paused job stays paused at its new time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sundial.clock import Clock
+from sundial.errors import Conflict, InvalidInput, JobNotFound, Unavailable
+from sundial.ids import JobKey
+from sundial.model.job import FINISHED, MAX_MOVES, Job, Move, Status
+from sundial.model.submission import MAX_HORIZON_S, ChangeJob
+from sundial.services.admission import Admission
+from sundial.services.direct import DirectSender
+from sundial.store.jobs import JobStore
+from sundial.store.queue_states import Hold, QueueStateStore
+from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+
+# A move that loses a race to a write that leaves the job movable (a sweep claiming it, a take
+# by a catch-up) reads it again and tries once more, this many times in all.
+_MOVE_TRIES = 3
+
+
+class JobMover:
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        direct: DirectSender,
+        clock: Clock,
+        retention_days: int,
+        queue_states: QueueStateStore | None = None,
+        admission: Admission | None = None,
+    ) -> None:
+        self._store = store
+        self._direct = direct
+        self._clock = clock
+        self._retention_s = retention_days * 86_400
+        self._queue_states = queue_states
+        self._admission = admission
+
+    def move(self, job_id: str, change: ChangeJob) -> Job:
+        """Apply `change` to the job; returns the job as changed (and sent, if now due soon).
+        409 with the reason when the job's state does not allow it."""
+        key = JobKey.from_job_id(job_id)
+        for _ in range(_MOVE_TRIES):
+            current = self._store.get(key)
+            if current is None:
+                raise JobNotFound(job_id)
+            now = self._clock.now_ms()
+            self._check_movable(current, now)
+            moved = self._moved(current, change, now)
+            if self._write(current, moved, now):
+                break
+        else:
+            raise Conflict("job changed while it was being moved, several times; retry")
+        if moved.direct and self._direct.send([moved], by="move"):
+            raise Unavailable(f"job {moved.id} could not be handed to SQS; retry the change")
+        return moved
+
+    def _check_movable(self, job: Job, now: int) -> None:
+        """409 unless the job waits for its first attempt: pending, paused, or queued with its
+        message not yet taken by a runner. Raised before anything is written."""
+        if job.dag is not None:
+            raise Conflict(
+                f"job is node '{job.dag.node}' of DAG {job.dag.dag_id}: it runs when its parents "
+                "are done, so it cannot be moved",
+                status=job.status,
+            )
+        if job.schedule_id is not None:
+            raise Conflict(
+                f"job is an occurrence of schedule {job.schedule_id}: change the schedule "
+                "(PATCH /schedules/{id}) or cancel this occurrence",
+                status=job.status,
+            )
+        if job.retry_of is not None:  # never addressed by id; guarded all the same
+            raise Conflict("a retry timer cannot be moved", status=job.status)
+        if len(job.moves) >= MAX_MOVES:
+            raise Conflict(
+                f"job was changed {MAX_MOVES} times already, the most one job keeps; cancel it "
+                "and submit a new one",
+                status=job.status,
+            )
+        if job.status in (Status.RUNNING, Status.BLOCKED) or job.status in FINISHED:
+            reason = {
+                Status.RUNNING: "its attempt has started",
+                Status.BLOCKED: "it waits for its DAG parents",
+            }.get(job.status, "it has finished")
+            raise Conflict(
+                f"job is {job.status}: {reason}; only pending, paused or queued jobs whose "
+                "first attempt has not started can be changed",
+                status=job.status,
+            )
+        if job.attempts > 0:
+            raise Conflict(
+                f"job is {job.status} and its first attempt has run: only a job waiting for its "
+                "first attempt can be changed; cancel it and submit a new one",
+                status=job.status,
+            )
+        if job.status is Status.PENDING and job.direct:
+            since = max(filter(None, (job.created_at_ms, job.resumed_at_ms, job.retried_at_ms)))
+            if now - since < SUBMIT_IN_FLIGHT_MS:
+                raise Conflict(
+                    "job is being handed to SQS by the call that made it due; retry in "
+                    f"{SUBMIT_IN_FLIGHT_MS // 1000} seconds",
+                    status=job.status,
+                )
+            # Older: that call died before its send, and the move takes the job over.
+        # Pending (in the table), paused, or queued for its first attempt: once moved, its
+        # message is of an older revision, which the fence and the attempt's take refuse.
+
+    def _moved(self, job: Job, change: ChangeJob, now: int) -> Job:
+        """The job as `change` makes it (not yet written). 400 for a time too far ahead, 413 for
+        a payload over its queue's limit."""
+        due = change.due_ms(now)
+        if due is None:
+            due = job.due_ms
+        elif due > now + MAX_HORIZON_S * 1000:
+            raise InvalidInput(change.time_field, "more than 366 days ahead")
+        payload_json = job.payload_json
+        if change.changes_payload:
+            payload_json = change.payload_json
+            if self._admission is not None:
+                self._admission.check_payload(field="", queue=job.queue, payload_json=payload_json)
+        origin = job.origin or job.key
+        key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
+        paused = job.status is Status.PAUSED
+        direct = not paused and due <= now + DIRECT_WINDOW_MS
+        return dataclasses.replace(
+            job,
+            key=key,
+            origin=None if key == origin else origin,
+            status=Status.PAUSED if paused else Status.PENDING,
+            payload_json=payload_json,
+            priority=change.priority or job.priority,
+            max_attempts=change.max_attempts or job.max_attempts,
+            direct=direct,
+            resumed_at_ms=now if direct else None,
+            # An unsent direct job must not linger forever (as on submit, sundial.services.jobs).
+            expires_at_s=due // 1000 + self._retention_s if direct else None,
+            claim_token=None,
+            lease_until_ms=None,
+            queued_at_ms=None,
+            revision=job.revision + 1,
+            moves=[*job.moves, Move(now, job.due_ms, due, change.changed_fields)],
+        )
+
+    def _write(self, current: Job, moved: Job, now: int) -> bool:
+        """Write the move. False if the job changed since it was read (nothing written)."""
+        # The pointer resolves the id as long as the job's item can live: its retention after
+        # its due time, and as long again for retries and a late run.
+        pointer_expires_at_s = moved.due_ms // 1000 + 2 * self._retention_s
+        held = (
+            moved.direct
+            and self._queue_states is not None
+            and self._queue_states.get(moved.queue).paused
+        )
+        if held:
+            # A paused queue's due-soon job is not sent: it is written pending and recorded for
+            # the queue's catch-up, in one transaction that holds only while the queue is paused
+            # (THE OWNER RULE, sundial.timing); by its physical key, which the catch-up takes.
+            assert self._queue_states is not None
+            waiting = dataclasses.replace(
+                moved, direct=False, resumed_at_ms=None, expires_at_s=None
+            )
+            writes = self._store.move_writes(
+                current, waiting, pointer_expires_at_s=pointer_expires_at_s
+            )
+            hold = self._queue_states.hold_with(moved.queue, writes, record=[waiting.key.job_id])
+            if hold is Hold.HELD:
+                moved.direct, moved.resumed_at_ms, moved.expires_at_s = False, None, None
+                return True
+            if hold is Hold.JOB_CHANGED:
+                return False
+            # The queue was resumed meanwhile: send the job here, as on a running queue.
+        return self._store.move(current, moved, pointer_expires_at_s=pointer_expires_at_s)
