@@ -90,7 +90,7 @@ class JobsApi(Construct):
                 integrations.HttpLambdaIntegration("Schedules", schedules),
                 {
                     "/schedules": [post],
-                    "/schedules/{schedule_id}": [get, delete],
+                    "/schedules/{schedule_id}": [get, delete, apigwv2.HttpMethod.PATCH],
                     "/schedules/{schedule_id}/runs": [get],
                     "/schedules/{schedule_id}/pause": [post],
                     "/schedules/{schedule_id}/resume": [post],

@@ -47,6 +47,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/schedules"): "schedules",
     ("GET", "/schedules/{schedule_id}"): "schedules",
     ("DELETE", "/schedules/{schedule_id}"): "schedules",
+    ("PATCH", "/schedules/{schedule_id}"): "schedules",
     ("GET", "/schedules/{schedule_id}/runs"): "schedules",
     ("POST", "/schedules/{schedule_id}/pause"): "schedules",
     ("POST", "/schedules/{schedule_id}/resume"): "schedules",

@@ -143,6 +143,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/schedules"): Case(lambda: ("/schedules", {"queue": "email", "rate": "1 hour"})),
     ("GET", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
     ("DELETE", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
+    ("PATCH", "/schedules/{schedule_id}"): Case(
+        lambda: (f"/schedules/{_schedule()}", {"payload": {"changed": True}})
+    ),
     ("GET", "/schedules/{schedule_id}/runs"): Case(
         lambda: (f"/schedules/{_schedule()}/runs", None)
     ),

@@ -116,6 +116,18 @@ def test_schedules_dags_and_queues(api: InProcessApi, tmp_path: Path) -> None:
     assert code == EXIT_OK and schedule["state"] == "active"
     code, out, _ = sundial(api, "schedules", "runs", schedule["id"])
     assert code == EXIT_OK and "fired" in out
+    payload = tmp_path / "payload.json"
+    payload.write_text('{"report": "hourly"}')
+    code, out, _ = sundial(
+        api, "schedules", "update", schedule["id"], "--cron", "30 * * * *",
+        "--payload", f"@{payload}", "--priority", "high", "--json",
+    )  # fmt: skip
+    updated = json.loads(out)
+    assert code == EXIT_OK and (updated["cron"], updated["rate"]) == ("30 * * * *", None)
+    assert updated["payload"] == {"report": "hourly"} and updated["priority"] == "high"
+    assert updated["applies_from"].startswith("2026-11-21T12:30:00") and updated["revision"] == 1
+    code, _, err = sundial(api, "schedules", "update", schedule["id"], "--cron", "61 * * * *")
+    assert code != EXIT_OK and "cron" in err
     assert sundial(api, "schedules", "pause", schedule["id"])[0] == EXIT_OK
     assert sundial(api, "schedules", "delete", schedule["id"])[0] == EXIT_OK
 

@@ -244,6 +244,12 @@ def test_schedules_dags_and_queues(sundial: SundialClient) -> None:
     assert schedule.state == "active" and schedule.rate == "1 hour"
     assert sundial.get_schedule(schedule.id).name == "hourly"
     assert sundial.schedule_runs(schedule.id, limit=5).runs[0].outcome == "fired"
+    updated = sundial.update_schedule(schedule.id, rate="2 hours", payload=None, max_attempts=4)
+    assert (updated.rate, updated.payload, updated.max_attempts) == ("2 hours", None, 4)
+    assert updated.revision == 1 and updated.replaced_job_id is not None
+    assert updated.applies_from > schedule.created_at
+    again = sundial.update_schedule(schedule.id, rate="2 hours", payload=None, max_attempts=4)
+    assert again.replaced_job_id is None and again.revision == 1
     assert sundial.pause_schedule(schedule.id).state == "paused"
     assert sundial.resume_schedule(schedule.id).state == "active"
     assert sundial.delete_schedule(schedule.id).state == "deleted"

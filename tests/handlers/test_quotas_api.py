@@ -183,3 +183,30 @@ def test_openapi_documents_413_and_429_with_retry_after() -> None:
         header = responses["429"]["headers"]["Retry-After"]
         assert header["schema"]["type"] == "integer"
     assert "413" in paths["/schedules"]["post"]["responses"]
+
+
+def test_a_schedule_update_over_its_queues_payload_limit_is_413_and_writes_nothing(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    status, _, created = _post(schedules_lambda, "/schedules", {"queue": "email", "rate": "1 hour"})
+    assert status == 201, created
+    before = _written(deps)
+    # When an update gives a payload over `email`'s 100 bytes
+    event = http_api_event(
+        "PATCH",
+        f"/schedules/{created['id']}",
+        body=json.dumps({"payload": "x" * 120}),
+        route="/schedules/{schedule_id}",
+    )
+    response = schedules_lambda.handler(event, FakeLambdaContext())
+    # Then it is 413 naming the payload and the limit, and nothing changed
+    body = json.loads(response["body"])
+    assert response["statusCode"] == 413, body
+    assert "queue 'email' accepts at most 100" in body["errors"][0]["reason"]
+    assert _written(deps) == before
+    assert (
+        "413"
+        in json.loads(OPENAPI.read_text())["paths"]["/schedules/{schedule_id}"]["patch"][
+            "responses"
+        ]
+    )

@@ -162,3 +162,106 @@ def test_queue_pause_and_resume_over_http(deps: Dependencies) -> None:
     assert (status, resumed["paused"], resumed["dispatched"]) == (200, False, 0)
     status, error = _queues("POST", "/queues/nope/pause")
     assert status == 404 and "nope" in error["message"]
+
+
+def _snapshot(deps: Dependencies) -> list[dict[str, Any]]:
+    items = boto3.client("dynamodb").scan(TableName=deps.settings.table_name)["Items"]
+    return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+
+
+@pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        ({"cron": "15 * * * *"}, {"cron": "15 * * * *", "rate": None}),
+        ({"rate": "2 hours"}, {"rate": "2 hours", "cron": None}),
+        ({"timezone": "Asia/Tokyo"}, {"timezone": "Asia/Tokyo"}),
+        ({"payload": {"report": "weekly"}}, {"payload": {"report": "weekly"}}),
+        ({"payload": None}, {"payload": None}),
+        ({"priority": "critical"}, {"priority": "critical"}),
+        ({"max_attempts": 9}, {"max_attempts": 9}),
+        ({"max_attempts": None}, {"max_attempts": None}),
+        ({"retry": {"initial_delay_seconds": 5}}, {"retry": {"initial_delay_seconds": 5}}),
+        ({"name": "renamed"}, {"name": "renamed"}),
+    ],
+)
+def test_each_field_is_updated_from_the_next_undecided_occurrence(
+    deps: Dependencies, change: dict[str, Any], shown: dict[str, Any]
+) -> None:
+    # Given a schedule waiting for 13:00 (its first occurrence)
+    _, created = _schedules(
+        "POST",
+        "/schedules",
+        {
+            "queue": "default",
+            "cron": "0 * * * *",
+            "payload": {"report": "daily"},
+            "max_attempts": 4,
+        },
+    )
+    schedule_id = created["id"]
+    clock_now = "2026-11-21T12:00:00.000Z"
+    assert created["last_run"]["scheduled_for"] == clock_now  # 12:00 ran at creation
+    # When one field changes
+    status, updated = _schedules("PATCH", f"/schedules/{schedule_id}", change)
+    # Then it is 200 with the field, the revision, and where the change applies from
+    assert status == 200, updated
+    for name, value in shown.items():
+        if isinstance(value, dict) and name == "retry":
+            assert updated[name]["initial_delay_seconds"] == value["initial_delay_seconds"]
+        else:
+            assert updated[name] == value, name
+    assert updated["revision"] == 1 and updated["queue"] == "default"
+    assert updated["replaced_job_id"] is not None
+    assert updated["applies_from"] > clock_now
+    # And GET agrees; the replaced occurrence is in the runs, as `replaced`
+    status, got = _schedules("GET", f"/schedules/{schedule_id}")
+    assert got["revision"] == 1 and all(got[k] == updated[k] for k in shown if k != "retry")
+    _, runs = _schedules("GET", f"/schedules/{schedule_id}/runs")
+    replaced = [r["job_id"] for r in runs["runs"] if r["outcome"] == "replaced"]
+    assert replaced == [updated["replaced_job_id"]]
+    # And the same request again changes nothing
+    before = _snapshot(deps)
+    status, again = _schedules("PATCH", f"/schedules/{schedule_id}", change)
+    assert (status, again["revision"], again["replaced_job_id"]) == (200, 1, None)
+    assert again["applies_from"] == updated["applies_from"]
+    assert _snapshot(deps) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "reason"),
+    [
+        ({}, "body", "at least one of"),
+        ({"cron": "61 * * * *"}, "cron", "not a valid cron expression"),
+        ({"cron": "0 * * * *", "rate": "1 hour"}, "cron", "at most one of cron or rate"),
+        ({"cron": None}, "cron", "may not be null"),
+        ({"timezone": "Europe/Lndon"}, "timezone", "unknown time zone"),
+        ({"rate": "every now and then"}, "rate", "not a rate"),
+        ({"priority": "urgent"}, "priority", "critical"),
+        ({"max_attempts": 0}, "max_attempts", "greater than or equal to 1"),
+        ({"queue": "email"}, "queue", "Extra inputs"),
+        ({"start_at": "2026-12-01T00:00:00Z"}, "start_at", "Extra inputs"),
+    ],
+)
+def test_bad_updates_are_400_naming_the_field_and_change_nothing(
+    deps: Dependencies, body: dict[str, Any], field: str, reason: str
+) -> None:
+    _, created = _schedules("POST", "/schedules", {"queue": "default", "cron": "0 * * * *"})
+    before = _snapshot(deps)
+    status, error = _schedules("PATCH", f"/schedules/{created['id']}", body)
+    assert status == 400, error
+    assert [e["field"] for e in error["errors"]] == [field], error
+    assert reason in error["errors"][0]["reason"], error
+    assert _snapshot(deps) == before
+
+
+def test_updating_unknown_malformed_or_deleted_schedules(deps: Dependencies) -> None:
+    unknown = "01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"
+    assert _schedules("PATCH", f"/schedules/{unknown}", {"payload": 1})[0] == 404
+    status, error = _schedules("PATCH", "/schedules/not-an-id", {"payload": 1})
+    assert status == 400 and error["errors"][0]["field"] == "schedule_id"
+    _, created = _schedules("POST", "/schedules", {"queue": "default", "cron": "0 * * * *"})
+    _schedules("DELETE", f"/schedules/{created['id']}")
+    before = _snapshot(deps)
+    status, error = _schedules("PATCH", f"/schedules/{created['id']}", {"payload": 1})
+    assert status == 409 and "deleted" in error["message"]
+    assert _snapshot(deps) == before

@@ -20,6 +20,7 @@ ROUTES = {
     "POST /schedules": "schedules",
     "GET /schedules/{schedule_id}": "schedules",
     "DELETE /schedules/{schedule_id}": "schedules",
+    "PATCH /schedules/{schedule_id}": "schedules",
     "GET /schedules/{schedule_id}/runs": "schedules",
     "POST /schedules/{schedule_id}/pause": "schedules",
     "POST /schedules/{schedule_id}/resume": "schedules",

@@ -338,6 +338,7 @@ def _submit_and_schedules(world: World) -> str:
     )
     path = f"/schedules/{schedule['id']}"
     world.api("schedules", "GET", f"{path}/runs", f"{SCHEDULE}/runs")
+    world.api("schedules", "PATCH", path, SCHEDULE, {"cron": "*/10 * * * *", "payload": {"n": 2}})
     world.api("schedules", "POST", f"{path}/pause", f"{SCHEDULE}/pause")
     world.api("schedules", "POST", f"{path}/resume", f"{SCHEDULE}/resume")
     return str(schedule["id"])

@@ -73,9 +73,17 @@ from sundial.errors import (
 from sundial.ids import JobKey
 from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
-from sundial.model.schedule import CreateSchedule, Misfire, ScheduleState
+from sundial.model.recurrence import CronRecurrence, zone
+from sundial.model.schedule import (
+    CreateSchedule,
+    Misfire,
+    RunOutcome,
+    ScheduleState,
+    UpdateSchedule,
+)
 from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.runs.attempts import LifecycleDeps
+from sundial.services.schedules import RunView
 from sundial.store.idempotency import IDEM_SK, idempotency_pk
 from sundial.timing import CLAIM_LEASE_MS
 from sundial.transport.envelope import Envelope
@@ -245,6 +253,19 @@ class InlineExecutor(Executor):
 # -- the ledger and the oracle ------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ScheduleUpdateSeen:
+    """An update (PATCH) of a schedule that answered 200: its revision and settings, and the
+    occurrences already decided when it answered (read right after: the only ones of an older
+    revision that may still run)."""
+
+    schedule_id: str
+    revision: int
+    cron: str
+    payload: Any
+    decided: frozenset[str]
+
+
 @dataclass
 class Ledger:
     accepted: dict[str, int] = field(default_factory=dict)  # job id -> due ms (2xx answered)
@@ -255,6 +276,9 @@ class Ledger:
     schedules: set[str] = field(default_factory=set)
     deleted_schedules: set[str] = field(default_factory=set)
     paused_schedules: set[str] = field(default_factory=set)  # a pause was asked for
+    # Updates answered 200, with what the oracle needs (ScheduleUpdateSeen), in answer order.
+    schedule_updates: list[ScheduleUpdateSeen] = field(default_factory=list)
+    payloads: dict[str, Any] = field(default_factory=dict)  # job id -> payload, as it ran
     faults: Counter[str] = field(default_factory=Counter)
     # Quota refusals: the correlation ids of the attempts refused, and how many of each kind.
     refused: list[str] = field(default_factory=list)
@@ -466,6 +490,7 @@ class World:
         self.job_ids: list[str] = []
         self.later: list[Callable[[Dependencies], Any]] = []  # requests the clients repeat later
         self.attempts = itertools.count(1)  # numbers each API request's correlation id
+        self.update_numbers = itertools.count(1)  # each schedule update's payload is its own
 
     def trace(self, line: str) -> None:
         self.lines.append(line)
@@ -526,6 +551,7 @@ class World:
         self.scheduler.pause_point()
         now = self.clock.now_ms()
         self.ledger.runs.append((job.id, job.attempt, now))
+        self.ledger.payloads[job.id] = job.payload
         self.ledger.run_payloads.append(_canonical(job.payload))
         self.trace(f"  EFFECT {job.id} attempt {job.attempt} at {to_rfc3339(now)}")
         return {"ran": job.id}
@@ -731,6 +757,41 @@ class World:
             self.ledger.deleted_schedules.add(schedule_id)  # whatever it answers
             self._answered(slot, lambda deps: deps.schedules.delete(schedule_id))
 
+    def op_update_schedule(self, slot: str) -> None:
+        """A new cron and payload for a schedule, racing sweeps, pauses, resumes, deletes and
+        other updates. A 200 is recorded with the occurrences decided by then."""
+        if not self.schedule_ids:
+            return
+        schedule_id = self.rng.choice(self.schedule_ids)
+        cron = self.rng.choice(["* * * * *", "*/2 * * * *", "*/3 * * * *", "*/5 * * * *"])
+        request = UpdateSchedule(cron=cron, payload={"update": next(self.update_numbers)})
+        try:
+            updated = self._client_call(
+                slot, lambda deps: deps.schedules.update(schedule_id, request)
+            )
+        except SundialError:
+            return  # a 4xx (deleted, ended, kept changing), or no answer: the drain repeats it
+        decided = frozenset(
+            view.run.job_id
+            for view in self._all_runs(schedule_id)
+            if view.run.outcome is not RunOutcome.REPLACED
+        )
+        seen = ScheduleUpdateSeen(
+            schedule_id, updated.schedule.revision, cron, request.payload, decided
+        )
+        self.ledger.schedule_updates.append(seen)
+        self.trace(f"     updated {schedule_id} to revision {seen.revision}: {cron}")
+
+    def _all_runs(self, schedule_id: str) -> list[RunView]:
+        """Every run record of a schedule, oldest first (the oracle's read, outside actors)."""
+        views: list[RunView] = []
+        before: int | None = None
+        while True:
+            page, before = self.observer.schedules.runs(schedule_id, limit=100, before_ms=before)
+            views += page
+            if before is None:
+                return sorted(views, key=lambda v: v.run.at_ms)
+
     def op_submit_dag(self, slot: str) -> None:
         body = dict(DAILY_REPORT)
         body["idempotency_key"] = f"d{self.rng.randrange(10**9)}"
@@ -838,6 +899,7 @@ class World:
             ("resume schedule", self.op_resume_schedule),
             ("resume schedule", self.op_resume_schedule),
             ("delete schedule", self.op_delete_schedule),
+            ("update schedule", self.op_update_schedule),
         ]
 
     def run(self) -> None:
@@ -1078,18 +1140,9 @@ class World:
         self, runs_by_job: dict[str, list[tuple[int, int]]], dup_clean: list[str]
     ) -> list[str]:
         errors: list[str] = []
-        deps = self.observer
         for schedule_id in sorted(self.ledger.schedules - self.ledger.deleted_schedules):
-            records, before = [], None
-            while True:
-                page, before = deps.schedules.runs(schedule_id, limit=100, before_ms=before)
-                records += page
-                if before is None:
-                    break
-            records.sort(key=lambda r: r.run.at_ms)
-            for previous, following in itertools.pairwise(records):
-                if previous.run.next_at_ms != following.run.at_ms:
-                    errors.append(f"schedule {schedule_id}: gap after {previous.run.at_ms}")
+            records = self._all_runs(schedule_id)
+            errors += self._check_chain(schedule_id, records)
             for view in records:
                 record = view.run
                 ran = runs_by_job.get(record.job_id, [])
@@ -1103,17 +1156,87 @@ class World:
                 )
                 if record.outcome.value == "fired" and not ran and due and not skipped:
                     errors.append(f"schedule {schedule_id}: occurrence {record.at_ms} never ran")
+                if record.outcome is RunOutcome.REPLACED and ran:
+                    errors.append(f"schedule {schedule_id}: replaced {record.at_ms} ran")
                 first = min((at for attempt, at in ran if attempt == 1), default=None)
                 if first is not None and first < record.at_ms // 1000 * 1000:
                     errors.append(f"schedule {schedule_id}: occurrence {record.at_ms} ran early")
-            if not records or (records[-1].run.next_at_ms or 0) < self.drain_until:
-                last = records[-1].run.at_ms if records else None
-                errors.append(f"schedule {schedule_id}: its chain stopped (last run {last})")
+            errors += self._check_updates(schedule_id, records, runs_by_job)
             fired = [v.run.job_id for v in records]
             for job_id in fired:
                 attempts = Counter(a for a, _ in runs_by_job.get(job_id, []))
                 if any(n > 1 for n in attempts.values()) and not self.ledger.crashed():
                     dup_clean.append(job_id)
+        return errors
+
+    def _check_chain(self, schedule_id: str, records: list[RunView]) -> list[str]:
+        """The run records form one chain: each names its successor (time and revision, so
+        its job), none is named twice (no fork: no duplicate), one starts it, and the one
+        successor not yet decided is still ahead (no gap; the chain never stopped)."""
+        schedule = self.observer.schedule_store.get(schedule_id)
+        assert schedule is not None
+        ids = {view.run.job_id for view in records}
+        successors = [
+            schedule.occurrence_key(view.run.next_at_ms, view.run.next_revision).job_id
+            for view in records
+            if view.run.next_at_ms is not None
+        ]
+        named = Counter(successors)
+        errors = [
+            f"schedule {schedule_id}: {job} follows two runs" for job, n in named.items() if n > 1
+        ]
+        starts = [view.run.at_ms for view in records if view.run.job_id not in named]
+        if len(starts) != 1:
+            errors.append(f"schedule {schedule_id}: the chain starts at {starts} (a gap)")
+        waiting = [
+            view.run
+            for view in records
+            if view.run.next_at_ms is not None
+            and schedule.occurrence_key(view.run.next_at_ms, view.run.next_revision).job_id
+            not in ids
+        ]
+        if len(waiting) != 1 or (waiting[0].next_at_ms or 0) < self.drain_until:
+            last = records[-1].run.at_ms if records else None
+            errors.append(f"schedule {schedule_id}: its chain stopped (last run {last})")
+        return errors
+
+    def _check_updates(
+        self,
+        schedule_id: str,
+        records: list[RunView],
+        runs_by_job: dict[str, list[tuple[int, int]]],
+    ) -> list[str]:
+        """After an update answered 200, an occurrence of an older revision runs only if it
+        was decided by then; an occurrence of that update's revision has its payload and
+        falls on its cron."""
+        schedule = self.observer.schedule_store.get(schedule_id)
+        assert schedule is not None
+        revision_of: dict[str, int] = {}
+        for view in records:
+            key = JobKey.from_job_id(view.run.job_id)
+            revision_of[view.run.job_id] = next(
+                r
+                for r in range(schedule.revision + 1)
+                if schedule.occurrence_key(key.due_ms, r) == key
+            )
+        errors: list[str] = []
+        for update in (u for u in self.ledger.schedule_updates if u.schedule_id == schedule_id):
+            cron = CronRecurrence.parse(update.cron, zone("UTC"))
+            for view in records:
+                job_id = view.run.job_id
+                if not runs_by_job.get(job_id):
+                    continue
+                revision = revision_of[job_id]
+                if revision < update.revision and job_id not in update.decided:
+                    errors.append(
+                        f"schedule {schedule_id}: {view.run.at_ms} of revision {revision} ran "
+                        f"after revision {update.revision} answered, undecided by then"
+                    )
+                if revision == update.revision:
+                    if self.ledger.payloads.get(job_id) != update.payload:
+                        errors.append(f"schedule {schedule_id}: {job_id} ran an old payload")
+                    if cron.next_after(view.run.at_ms - 1) != view.run.at_ms:
+                        errors.append(f"schedule {schedule_id}: {job_id} is off its cron")
         return errors
 
 

@@ -16,7 +16,7 @@ from sundial.clock import ManualClock
 from sundial.errors import Conflict
 from sundial.ids import JobKey
 from sundial.model.job import Status
-from sundial.model.schedule import CreateSchedule, Schedule, ScheduleState
+from sundial.model.schedule import CreateSchedule, Schedule, ScheduleState, UpdateSchedule
 from sundial.wiring import Dependencies, configure
 from tests.support import receive_all
 
@@ -178,3 +178,62 @@ def test_found_on_the_way_a_resumed_schedule_carries_no_expiry(
     )["Item"]
     assert "expires_at" not in item and "deleted_at" not in item
     assert item["state"]["S"] == "active"
+
+
+def _payloads(deps: Dependencies, clock: ManualClock, *, minutes: int) -> dict[str, list[Any]]:
+    """Sweep every minute for `minutes`; the payloads sent, by run_at."""
+    sqs, seen = boto3.client("sqs"), dict[str, list[Any]]()
+    for _ in range(minutes):
+        clock.advance(seconds=60)
+        deps.sweeper.sweep(ALL_SHARDS)
+        for envelope in receive_all(sqs, deps.settings.queue_urls["default"]):
+            seen.setdefault(envelope["run_at"], []).append(envelope["payload"])
+    return seen
+
+
+def test_extra_an_update_lands_between_a_sweeps_read_of_the_head_and_its_decision(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given an hourly schedule whose 12:30 occurrence waits; at 12:20 a sweep reads it (pending)
+    schedule = _create(deps)
+    clock.advance(seconds=20 * 60)
+    sweeper, session = _hooked(clock)
+    update = UpdateSchedule(cron="*/20 * * * *", payload="new")
+    answered: list[Any] = []
+    # When an update commits after the sweep's read, before the sweep decides 12:30 (its first
+    # read of the schedule)
+    session.events.register(
+        "before-call.dynamodb.GetItem",
+        _once(lambda: answered.append(deps.schedules.update(schedule.id, update))),
+    )
+    sweeper.sweeper.sweep(ALL_SHARDS)
+    # Then the sweep finds 12:30 replaced: it never runs; 12:20 (now: sent by the update) and
+    # every 20 minutes after run once, with the new payload
+    assert answered[0].applies_from_ms == answered[0].schedule.first_at_ms
+    sent = _payloads(deps, clock, minutes=60)
+    assert "2026-11-21T12:30:00.000Z" not in sent
+    assert sent == {
+        f"2026-11-21T{at}:00.000Z": ["new"] for at in ("12:20", "12:40", "13:00", "13:20")
+    }
+
+
+def test_extra_an_update_racing_a_pause_leaves_nothing_running_until_the_resume(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given an hourly schedule waiting for 12:30; a pause lands between an update's reads and
+    # its transaction (the pause parks 12:30; the update replaces the parked occurrence)
+    schedule = _create(deps)
+    updater, session = _hooked(clock)
+    session.events.register(
+        "before-call.dynamodb.TransactWriteItems",
+        _once(lambda: deps.schedules.pause(schedule.id)),
+    )
+    updated = updater.schedules.update(schedule.id, UpdateSchedule(cron="45 * * * *"))
+    assert updated.applies_from_ms == updated.schedule.first_at_ms
+    # Then nothing runs while paused; after the resume the new cron runs, each time once
+    assert _payloads(deps, clock, minutes=60) == {}
+    deps.schedules.resume(schedule.id)  # 13:00: 12:45 was missed; fire_once runs it now
+    sent = _payloads(deps, clock, minutes=60)
+    assert all(len(payloads) == 1 for payloads in sent.values()), sent
+    assert sorted(sent)[-1] == "2026-11-21T13:45:00.000Z"
+    assert "2026-11-21T12:30:00.000Z" not in sent and "2026-11-21T13:30:00.000Z" not in sent

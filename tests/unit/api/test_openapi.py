@@ -72,6 +72,7 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/schedules", "post"),
         ("/schedules/{schedule_id}", "get"),
         ("/schedules/{schedule_id}", "delete"),
+        ("/schedules/{schedule_id}", "patch"),
         ("/schedules/{schedule_id}/runs", "get"),
         ("/schedules/{schedule_id}/pause", "post"),
         ("/schedules/{schedule_id}/resume", "post"),

@@ -125,6 +125,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/schedules"): RouteRule(_SUBMIT, _body_queue),
     ("GET", "/schedules/{schedule_id}"): _schedule(_READ),
     ("DELETE", "/schedules/{schedule_id}"): _schedule(_CONTROL),
+    ("PATCH", "/schedules/{schedule_id}"): _schedule(_CONTROL),
     ("GET", "/schedules/{schedule_id}/runs"): _schedule(_READ),
     ("POST", "/schedules/{schedule_id}/pause"): _schedule(_CONTROL),
     ("POST", "/schedules/{schedule_id}/resume"): _schedule(_CONTROL),

@@ -18,7 +18,14 @@ from sundial.api.routes import _INVALID, _documented, metrics
 from sundial.clock import to_rfc3339
 from sundial.errors import InvalidInput
 from sundial.model.job import Priority, Status
-from sundial.model.schedule import CreateSchedule, Misfire, RunOutcome, RunRecord, ScheduleState
+from sundial.model.schedule import (
+    CreateSchedule,
+    Misfire,
+    RunOutcome,
+    RunRecord,
+    ScheduleState,
+    UpdateSchedule,
+)
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
 from sundial.services.schedules import RunView, ScheduleView
@@ -41,7 +48,8 @@ class RunSummary(BaseModel):
     job_id: str
     outcome: RunOutcome = Field(
         description="fired: handed to SQS as a job; skipped: missed and not run (misfire "
-        "policy); cancelled: the occurrence's job was cancelled before its time"
+        "policy); cancelled: the occurrence's job was cancelled before its time; replaced: an "
+        "update (PATCH) replaced it before it was decided, and it never runs"
     )
     decided_at: str = Field(description="When the sweeper (or a resume) dispatched or skipped it")
 
@@ -95,6 +103,7 @@ class ScheduleDetail(BaseModel):
     state: ScheduleState
     created_at: str
     paused_at: str | None
+    revision: int = Field(description="How many updates (PATCH) the schedule has had")
     next_run_at: str | None = Field(
         description="The next occurrence from now; null while paused or once ended"
     )
@@ -123,9 +132,21 @@ class ScheduleDetail(BaseModel):
             state=schedule.state,
             created_at=to_rfc3339(schedule.created_at_ms),
             paused_at=_time(schedule.paused_at_ms),
+            revision=schedule.revision,
             next_run_at=_time(view.next_run_at_ms),
             last_run=RunSummary.of(view.last_run) if view.last_run else None,
         )
+
+
+class UpdatedScheduleDetail(ScheduleDetail):
+    applies_from: str = Field(
+        description="The first occurrence with the new settings. Occurrences before it were "
+        "already decided (sent, or being sent) and keep the settings they had"
+    )
+    replaced_job_id: str | None = Field(
+        description="The occurrence the update replaced (it never runs; its run says "
+        "`replaced`); null when the request changed nothing"
+    )
 
 
 class Deleted(BaseModel):
@@ -238,6 +259,46 @@ def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     deps.schedules.resume(schedule_id)
     metrics.add_metric(name="SchedulesResumed", unit=MetricUnit.Count, value=1)
     return ScheduleDetail.of(deps.schedules.get(schedule_id))
+
+
+@schedules_router.patch(
+    "/schedules/<schedule_id>",
+    summary="Update a schedule",
+    description="Change its recurrence (cron, rate, timezone), payload, priority, "
+    "max_attempts, retry or name; fields left out keep their value; the queue never changes. "
+    "The new settings apply from the next undecided occurrence: the one waiting in the table "
+    "that no sweep or call has started to send. It is replaced (its run says `replaced`) by "
+    "the new recurrence's first occurrence after the last decided one (and not before now, "
+    "unless the replaced one was already overdue): `applies_from`. Occurrences already decided, "
+    "which Sundial sends up to 15 minutes ahead, run as they were. One due within 15 minutes "
+    "is sent by this call. Repeating an update that was applied changes nothing (and finishes "
+    "it if it got no answer). Paused schedules may be updated; they stay paused.",
+    tags=["schedules"],
+    responses={
+        200: _documented(UpdatedScheduleDetail, "Updated"),
+        400: _INVALID,
+        404: _UNKNOWN,
+        409: _documented(
+            ErrorBody,
+            "The schedule is deleted or has ended, or kept changing under this update; "
+            "nothing was written",
+        ),
+        413: _documented(
+            ErrorBody, "The payload is over its queue's max_payload_bytes; nothing was written"
+        ),
+        503: _documented(ErrorBody, "AWS was unavailable; update again to finish"),
+    },
+)
+def update_schedule(schedule_id: ScheduleId, request: UpdateSchedule) -> UpdatedScheduleDetail:
+    deps = dependencies()
+    updated = deps.schedules.update(schedule_id, request)
+    metrics.add_metric(name="SchedulesUpdated", unit=MetricUnit.Count, value=1)
+    detail = ScheduleDetail.of(deps.schedules.get(schedule_id))
+    return UpdatedScheduleDetail(
+        **detail.model_dump(),
+        applies_from=to_rfc3339(updated.applies_from_ms),
+        replaced_job_id=updated.replaced,
+    )
 
 
 @schedules_router.delete(

@@ -47,6 +47,7 @@ from sundial.client.models import (
     RetryPolicy,
     RunsPage,
     ScheduleDetail,
+    UpdatedScheduleDetail,
 )
 from sundial.client.transport import ApiRequest, ApiResponse, HttpTransport, Transport
 
@@ -88,5 +89,6 @@ __all__ = [
     "SundialClient",
     "SundialError",
     "Transport",
+    "UpdatedScheduleDetail",
     "new_idempotency_key",
 ]

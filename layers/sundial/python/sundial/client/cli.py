@@ -262,6 +262,24 @@ def _schedules_create(client: SundialClient, args: argparse.Namespace, out: Outp
     out.item(schedule, "schedule created")
 
 
+def _schedules_update(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    nullable: dict[str, Any] = {}
+    if args.payload is not None:
+        nullable["payload"] = read_json(args.payload, "--payload")
+    if args.max_attempts is not None:
+        nullable["max_attempts"] = args.max_attempts
+    schedule = client.update_schedule(
+        args.id,
+        cron=args.cron,
+        rate=args.rate,
+        timezone=args.timezone,
+        priority=args.priority,
+        name=args.name,
+        **nullable,
+    )
+    out.item(schedule, f"schedule {args.id} updated")
+
+
 def _schedules_runs(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
     page: RunsPage = client.schedule_runs(args.id, limit=args.limit, before=args.before)
     if out.as_json:
@@ -451,6 +469,24 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _schedule_runs_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="schedule id")
+    parser.add_argument("--limit", type=int, help="runs per page (default 20)")
+    parser.add_argument("--before", help="runs before this time (the next_before shown)")
+
+
+def _schedule_update_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", help="schedule id")
+    recurrence = parser.add_mutually_exclusive_group()
+    recurrence.add_argument("--cron", help="a new cron (switches a rate schedule to cron)")
+    recurrence.add_argument("--rate", help="a new rate (switches a cron schedule to rate)")
+    parser.add_argument("--timezone", help="IANA name the cron is read in")
+    parser.add_argument("--payload", help="JSON, or @file.json, or @- for standard input")
+    parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
+    parser.add_argument("--max-attempts", type=int, help="1-100")
+    parser.add_argument("--name")
+
+
 def _submit_options(parser: argparse.ArgumentParser) -> None:
     _job_options(parser)
     parser.add_argument("--in", dest="delay", help="run after this delay: 90s, 10m, 1h30m, 2d")
@@ -531,10 +567,17 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--start-at", help="RFC 3339: no occurrence before")
     create.add_argument("--end-at", help="RFC 3339: no occurrence after")
     create.add_argument("--misfire", choices=["fire_once", "skip"])
-    runs = leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
-    runs.add_argument("id", help="schedule id")
-    runs.add_argument("--limit", type=int, help="runs per page (default 20)")
-    runs.add_argument("--before", help="runs before this time (the next_before shown)")
+    _schedule_update_options(
+        leaf(
+            schedules,
+            "update",
+            _schedules_update,
+            "change a schedule from its next undecided occurrence on",
+        )
+    )
+    _schedule_runs_options(
+        leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
+    )
     with_id(
         schedules,
         "schedule",

@@ -65,6 +65,7 @@ from sundial.client.models import (
     RetryPolicy,
     RunsPage,
     ScheduleDetail,
+    UpdatedScheduleDetail,
 )
 from sundial.client.transport import (
     LOCAL_API,
@@ -339,6 +340,33 @@ class SundialClient:
         query = _without_none({"limit": limit, "before": _time(before)})
         path = f"/schedules/{_segment(schedule_id)}/runs"
         return self._call(RunsPage, "GET", path, query=query, repeat=Repeat.SAFE)
+
+    def update_schedule(
+        self,
+        schedule_id: str,
+        *,
+        cron: str | None = None,
+        rate: str | None = None,
+        timezone: str | None = None,
+        priority: Priority | None = None,
+        name: str | None = None,
+        **nullable: Any,
+    ) -> UpdatedScheduleDetail:
+        """Change a schedule from its next undecided occurrence on (`applies_from` in the
+        answer). Only what is given changes; `payload`, `max_attempts` and `retry` may be
+        given as None to set them so (payload null, the queue's defaults), so they go by
+        keyword. Safe to repeat: repeating an applied update changes nothing."""
+        unknown = set(nullable) - {"payload", "max_attempts", "retry"}
+        if unknown:
+            raise TypeError(f"update_schedule() got unexpected fields {sorted(unknown)}")
+        body: dict[str, Any] = _without_none(
+            {"cron": cron, "rate": rate, "timezone": timezone, "priority": priority, "name": name}
+        )
+        body |= nullable
+        if "retry" in body:
+            body["retry"] = _retry(body["retry"])
+        path = f"/schedules/{_segment(schedule_id)}"
+        return self._call(UpdatedScheduleDetail, "PATCH", path, body=body, repeat=Repeat.SAFE)
 
     def pause_schedule(self, schedule_id: str) -> ScheduleDetail:
         """Safe to repeat (pausing a paused schedule is harmless)."""

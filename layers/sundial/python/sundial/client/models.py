@@ -23,7 +23,7 @@ Status = Literal[
 Priority = Literal["critical", "high", "normal", "low"]
 DagStatus = Literal["running", "paused", "succeeded", "failed", "cancelled"]
 ScheduleState = Literal["active", "paused", "resuming", "deleted"]
-RunOutcome = Literal["fired", "skipped", "cancelled"]
+RunOutcome = Literal["fired", "skipped", "cancelled", "replaced"]
 Misfire = Literal["fire_once", "skip"]
 OnFailure = Literal["cancel_descendants", "continue"]
 ParentResults = Literal["reference", "inline"]
@@ -246,8 +246,14 @@ class ScheduleDetail(ApiModel):
     state: ScheduleState
     created_at: datetime
     paused_at: datetime | None
+    revision: int
     next_run_at: datetime | None
     last_run: RunSummary | None
+
+
+class UpdatedScheduleDetail(ScheduleDetail):
+    applies_from: datetime
+    replaced_job_id: str | None
 
 
 class Deleted(ApiModel):

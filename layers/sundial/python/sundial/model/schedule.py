@@ -63,6 +63,9 @@ class RunOutcome(StrEnum):
     FIRED = "fired"  # handed to SQS as a job
     SKIPPED = "skipped"  # missed, and the misfire policy skipped it (or a catch-up covered it)
     CANCELLED = "cancelled"  # the occurrence was cancelled before its time
+    # An update (PATCH) replaced the occurrence before anything decided it: it never runs, and
+    # the first occurrence of the new settings follows it (the record's next_at).
+    REPLACED = "replaced"
 
 
 class CreateSchedule(BaseModel):
@@ -105,25 +108,9 @@ class CreateSchedule(BaseModel):
 
     _integral = integral("max_attempts")
 
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        _as_value_error(lambda: zone(value))
-        return value
-
-    @field_validator("rate")
-    @classmethod
-    def _valid_rate(cls, value: str | None) -> str | None:
-        if value is not None:
-            _as_value_error(lambda: parse_rate(value))
-        return value
-
-    @field_validator("cron")
-    @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
-        if value is not None:
-            return _as_value_error(lambda: CronRecurrence.parse(value, zone("UTC")).expression)
-        return value
+    _known_zone = field_validator("timezone")(lambda cls, v: _known_zone(v))
+    _valid_rate = field_validator("rate")(lambda cls, v: _valid_rate(v))
+    _valid_cron = field_validator("cron")(lambda cls, v: _valid_cron(v))
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -156,6 +143,82 @@ class CreateSchedule(BaseModel):
             separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+# What an update may change. Not the queue (authorization relies on it never changing), nor
+# start_at / end_at (they bound the whole chain: create a new schedule instead).
+UPDATABLE = ("name", "cron", "rate", "timezone", "payload", "priority", "max_attempts", "retry")
+# Of those, the ones an update may set to null: back to no name, the queue's defaults.
+_NULLABLE = frozenset({"name", "max_attempts", "retry", "payload"})
+
+
+class UpdateSchedule(BaseModel):
+    """The fields to change; a field left out keeps its value. Giving cron switches a rate
+    schedule to cron (and rate, to rate). The new settings apply from the next occurrence
+    nothing has decided yet (ScheduleService.update)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, max_length=200, description="null: no name")
+    cron: str | None = Field(
+        default=None, max_length=200, description="As in create; switches a rate schedule to cron"
+    )
+    rate: str | None = Field(
+        default=None, max_length=40, description="As in create; switches a cron schedule to rate"
+    )
+    timezone: str | None = Field(default=None, max_length=64, examples=["Europe/London"])
+    payload: Payload = Field(
+        default=None, description=f"Any JSON value (null too), at most {MAX_PAYLOAD_BYTES} bytes"
+    )
+    priority: Priority | None = None
+    max_attempts: StrictInt | None = Field(
+        default=None, ge=1, le=100, description="null: the queue's default"
+    )
+    retry: RetryPolicy | None = Field(default=None, description="null: the queue's")
+
+    _integral = integral("max_attempts")
+    _known_zone = field_validator("timezone")(lambda cls, v: _known_zone(v))
+    _valid_rate = field_validator("rate")(lambda cls, v: _valid_rate(v))
+    _valid_cron = field_validator("cron")(lambda cls, v: _valid_cron(v))
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        given = self.model_fields_set
+        if not given:
+            raise PydanticCustomError(
+                "empty_update", f"give at least one of {', '.join(UPDATABLE)}", {"field": "body"}
+            )
+        for name in sorted(given - _NULLABLE):
+            if getattr(self, name) is None:
+                raise PydanticCustomError("not_nullable", "may not be null", {"field": name})
+        if self.cron is not None and self.rate is not None:
+            raise PydanticCustomError(
+                "cron_xor_rate", "give at most one of cron or rate", {"field": "cron"}
+            )
+        return self
+
+    @property
+    def payload_json(self) -> str:
+        return json.dumps(self.payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _known_zone(value: str | None) -> str | None:
+    if value is not None:
+        _as_value_error(lambda: zone(value))
+    return value
+
+
+def _valid_rate(value: str | None) -> str | None:
+    if value is not None:
+        _as_value_error(lambda: parse_rate(value))
+    return value
+
+
+def _valid_cron(value: str | None) -> str | None:
+    """The expression normalised; a 400 naming what is wrong with it."""
+    if value is not None:
+        return _as_value_error(lambda: CronRecurrence.parse(value, zone("UTC")).expression)
+    return value
 
 
 def _as_value_error(check: Callable[[], _T]) -> _T:
@@ -212,6 +275,10 @@ class Schedule:
     paused_at_ms: int | None = None
     deleted_at_ms: int | None = None
     fingerprint: str | None = None
+    # How many updates (PATCH) it has had. Each starts a new chain of occurrences whose keys
+    # name the revision, so an occurrence of the old settings and one of the new never share
+    # a key or a run record, even at the same time (ScheduleService.update).
+    revision: int = 0
 
     def recurrence(self) -> Recurrence:
         if self.rate is not None:
@@ -228,15 +295,26 @@ class Schedule:
             return None
         return at
 
-    def occurrence_key(self, at_ms: int) -> JobKey:
-        digest = hashlib.sha256(f"{self.id}\n{at_ms}".encode()).digest()
+    def occurrence_key(self, at_ms: int, revision: int | None = None) -> JobKey:
+        """The occurrence at `at_ms` of `revision` (default: the schedule's own). Revision 0
+        keeps the key schedules had before updates existed."""
+        revision = self.revision if revision is None else revision
+        seed = f"{self.id}\n{at_ms}" + (f"\n{revision}" if revision else "")
+        digest = hashlib.sha256(seed.encode()).digest()
         ulid = ULID.from_bytes(at_ms.to_bytes(6, "big") + digest[:10])
         return JobKey(shard=self.shard, due_ms=at_ms, ulid=str(ulid))
 
-    def occurrence(self, at_ms: int, *, now_ms: int, default_attempts: int) -> Job:
-        """The job for the occurrence at `at_ms`, as first written (pending)."""
+    def is_original(self, key: JobKey) -> bool:
+        """Is `key` an occurrence of revision 0? (Its run record keeps the plain sort key.)"""
+        return key == self.occurrence_key(key.due_ms, 0)
+
+    def occurrence(
+        self, at_ms: int, *, now_ms: int, default_attempts: int, revision: int | None = None
+    ) -> Job:
+        """The job for the occurrence at `at_ms` (of `revision`, default the schedule's own),
+        as first written (pending)."""
         return Job(
-            key=self.occurrence_key(at_ms),
+            key=self.occurrence_key(at_ms, revision),
             queue=self.queue,
             payload_json=self.payload_json,
             priority=self.priority,
@@ -259,3 +337,7 @@ class RunRecord:
     outcome: RunOutcome
     decided_at_ms: int
     next_at_ms: int | None  # the successor's time; None when the schedule has ended
+    next_revision: int = 0  # the successor's revision (its key names it)
+    # The occurrence belongs to a revision after the first: its record's sort key also names
+    # its job, so it never shares a record with another revision's occurrence at that time.
+    revised: bool = False

@@ -97,11 +97,13 @@ class OccurrenceChain:
         successor: Job | None = None
         created = False
         if run.next_at_ms is not None:
+            template = self._template(current, run.next_revision)
             created, successor = self._store.put_or_existing(
-                current.occurrence(
+                template.occurrence(
                     run.next_at_ms,
                     now_ms=now_ms,
                     default_attempts=self._default_attempts.get(current.queue, 3),
+                    revision=run.next_revision,
                 )
             )
         if occurrence.status is not Status.PENDING:
@@ -109,6 +111,16 @@ class OccurrenceChain:
         else:
             action = Action.FIRE if run.outcome is RunOutcome.FIRED else Action.SKIP
         return Advance(action, successor, created)
+
+    def _template(self, read: Schedule, revision: int) -> Schedule:
+        """The settings a successor of `revision` is written with. The record that names it
+        may be newer than the schedule this call read (an update landed in between): read
+        again. If the schedule is newer still, a later update already wrote that successor
+        (an update replaces the head, written or not: ScheduleService.update), so the write
+        below only finds it."""
+        if read.revision == revision:
+            return read
+        return self._schedules.get(read.id) or read
 
     def decide(self, occurrence: Occurrence, *, now_ms: int) -> Advance:
         """`advance`, parking the occurrence itself when its schedule is paused. The park holds
@@ -142,6 +154,8 @@ class OccurrenceChain:
             outcome=outcome,
             decided_at_ms=now_ms,
             next_at_ms=schedule.next_after(now_ms if missed else occurrence.due_ms),
+            next_revision=schedule.revision,
+            revised=not schedule.is_original(occurrence.key),
         )
 
     def close(self, occurrence: JobKey, action: Action, *, now_ms: int) -> None:

@@ -8,13 +8,20 @@ moves on). This service only starts a chain (its first occurrence), and stops an
 - resume: every paused occurrence is released: those still ahead are sent for their time; the
   missed ones fall under the misfire policy: `fire_once` runs one of them now (the latest),
   `skip` none; then the schedule carries on from now.
+- update (PATCH): new settings from the next undecided occurrence on (`update` tells how).
+
+Where the chain stands (`_position`): the head is the one occurrence nothing has decided yet.
+It is the successor named by the newest run record, unless an update came since (that record
+is of an older revision), when it is the update's first occurrence (`first_at`). Records of
+occurrences an update replaced are passed over: they are not decisions of the chain.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound, Unavailable
@@ -27,6 +34,7 @@ from sundial.model.schedule import (
     RunRecord,
     Schedule,
     ScheduleState,
+    UpdateSchedule,
     check_schedule_id,
     schedule_id_for,
 )
@@ -35,13 +43,19 @@ from sundial.services.admission import Admission
 from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
-from sundial.store.schedules import Parked, ScheduleStore
+from sundial.store.schedules import Parked, Revised, ScheduleStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
 _RUN_PAGE = 100
+_FIRST_RECORDS = 4
 # How far back a repeated create or resume looks for occurrences its first call took and did
 # not send.
 UNSENT_LOOKBACK_MS = 6 * 3_600_000
+# An update that loses its transaction to a racing write (a sweep deciding the head, a pause,
+# another update) reads again and retries this many times before answering 409.
+_UPDATE_ATTEMPTS = 5
+# What a head may be for an update to replace it: not yet decided (nothing claimed it).
+_REPLACEABLE = frozenset({Status.PENDING, Status.PAUSED, Status.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +69,28 @@ class ScheduleView:
     schedule: Schedule
     next_run_at_ms: int | None  # the next occurrence from now; None if paused or ended
     last_run: RunRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatedSchedule:
+    schedule: Schedule
+    # The first occurrence with the new settings (the new head, or for a repeat that changed
+    # nothing, the first occurrence of the current revision).
+    applies_from_ms: int
+    replaced: str | None  # the job id of the occurrence it replaced; None if nothing changed
+
+
+@dataclass(frozen=True, slots=True)
+class ChainPosition:
+    schedule: Schedule  # as read for this
+    head_at_ms: int | None  # the occurrence nothing has decided yet; None once ended
+    head_revision: int
+    last: RunRecord | None  # the newest decided occurrence (of any revision)
+
+    @property
+    def head_key(self) -> JobKey | None:
+        at = self.head_at_ms
+        return None if at is None else self.schedule.occurrence_key(at, self.head_revision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +205,14 @@ class ScheduleService:
         a sweep may already have passed its time, so nobody else would."""
         now = self._clock.now_ms()
         # Occurrences the first request took and did not send (it died): sent by this repeat.
-        if self._releaser.release(self._unsent(schedule, now), owned=False, by="schedule").failed:
+        # Ones it took less than SUBMIT_IN_FLIGHT ago may still be on their way: the client
+        # comes back (answering 200 would leave them to nobody if that request had died).
+        unsent = self._releaser.release(self._unsent(schedule, now), owned=False, by="schedule")
+        if unsent.failed:
             raise Unavailable(f"schedule {schedule.id}: its occurrences could not be sent; retry")
+        sent = {job.id for job in unsent.sent}  # (a successor of one is met again: ours)
+        if any(job.id not in sent for job in unsent.busy):
+            raise Conflict("a request for this schedule is in progress; retry shortly")
         head = self._head(schedule)
         if head is None or head.status is not Status.PENDING:
             return
@@ -178,8 +220,9 @@ class ScheduleService:
             return  # ahead of every sweep cursor: the sweeper takes it
         if head.direct and now - head.created_at_ms < SUBMIT_IN_FLIGHT_MS:
             raise Conflict("a request for this schedule is in progress; retry shortly")
-        # A direct head is the creator's, which died before sending it: this repeat sends it.
-        released = self._releaser.release([head], owned=head.direct, by="schedule")
+        # A direct head is the creator's (or an update's), which died before sending it: this
+        # repeat takes it over (a conditional take, so of two repeats only one sends it).
+        released = self._releaser.release([head], owned=False, by="schedule")
         if released.failed:
             raise Unavailable(f"schedule {schedule.id}: its occurrence could not be sent; retry")
 
@@ -199,22 +242,47 @@ class ScheduleService:
             raise ScheduleNotFound(schedule_id)
         return schedule
 
-    def _head_at(self, schedule: Schedule) -> tuple[int | None, RunRecord | None]:
-        latest = self._schedules.latest_run(schedule.id)
-        return (latest.next_at_ms if latest else schedule.first_at_ms), latest
+    def _position(self, schedule: Schedule) -> ChainPosition:
+        """Where the chain stands now (see the module docstring). The schedule is read again:
+        an update since the caller's read moves the head."""
+        current = self._schedules.get(schedule.id) or schedule
+        last = next(
+            (r for r in self._records(current.id) if r.outcome is not RunOutcome.REPLACED), None
+        )
+        if (
+            last is not None
+            and last.next_revision == current.revision
+            and last.at_ms >= current.first_at_ms
+        ):
+            return ChainPosition(current, last.next_at_ms, current.revision, last)
+        return ChainPosition(current, current.first_at_ms, current.revision, last)
+
+    def _records(self, schedule_id: str) -> Iterator[RunRecord]:
+        """Run records newest first, a page at a time: a small first page, as the newest
+        decided one is nearly always among the first few (behind one `replaced` per update)."""
+        before: int | None = None
+        limit = _FIRST_RECORDS
+        while True:
+            records, before = self._schedules.runs(schedule_id, limit=limit, before_ms=before)
+            yield from records
+            if before is None:
+                return
+            limit = _RUN_PAGE
 
     def _head(self, schedule: Schedule) -> Job | None:
-        at, _ = self._head_at(schedule)
-        return None if at is None else self._store.get(schedule.occurrence_key(at))
+        key = self._position(schedule).head_key
+        return None if key is None else self._store.get(key)
 
     def get(self, schedule_id: str) -> ScheduleView:
         schedule = self._live(schedule_id)
-        ended = self._head_at(schedule)[0] is None
+        position = self._position(schedule)
+        schedule = position.schedule
+        ended = position.head_at_ms is None
         running = schedule.state is not ScheduleState.PAUSED and not ended
         return ScheduleView(
             schedule=schedule,
             next_run_at_ms=schedule.next_after(self._clock.now_ms()) if running else None,
-            last_run=self._schedules.latest_run(schedule.id),
+            last_run=position.last,
         )
 
     def runs(
@@ -236,6 +304,122 @@ class ScheduleService:
                 yield record, jobs.get(JobKey.from_job_id(record.job_id))
             if before is None:
                 return
+
+    # -- update ------------------------------------------------------------------------------
+
+    def update(self, schedule_id: str, request: UpdateSchedule) -> UpdatedSchedule:
+        """New settings from the next undecided occurrence on (sundial.timing: "An update").
+
+        The head H (the one occurrence nothing has decided: no run record) is replaced in one
+        transaction with the new settings: H's record says "replaced" and names the new
+        settings' first occurrence N, H is cancelled, N is written (ScheduleStore.revise).
+        N is the new recurrence's first occurrence after both the newest decided occurrence
+        and min(H, now) - 1: an overdue H stays overdue (the misfire policy decides it, as it
+        would have decided H), a future one gives way to the first new time from now.
+        Occurrences decided before (run recorded: sent, or being sent) keep their old time
+        and payload. N due within the direct window is sent by this call. Repeating an update
+        that was applied changes nothing and finishes its send if the first call died."""
+        check_schedule_id(schedule_id)
+        if self._admission is not None and "payload" in request.model_fields_set:
+            read = self._schedules.get(schedule_id)
+            if read is not None:  # 413 before anything is written
+                self._admission.check_payload(
+                    field="", queue=read.queue, payload_json=request.payload_json
+                )
+        for _ in range(_UPDATE_ATTEMPTS):
+            read = self._schedules.get(schedule_id)
+            if read is None:
+                raise ScheduleNotFound(schedule_id)
+            position = self._position(read)
+            current = position.schedule
+            if current.state is ScheduleState.DELETED:
+                raise Conflict("schedule is deleted; nothing to update")
+            head_key = position.head_key
+            if head_key is None:
+                raise Conflict("schedule has ended: no occurrence is left to update")
+            now = self._clock.now_ms()
+            updated = _with_changes(current, request)
+            if _settings(updated) == _settings(current):
+                # Already so (a repeat): finish the first call's send if it died. These
+                # settings have applied since the first occurrence of this revision.
+                self._release_head(current)
+                return UpdatedSchedule(current, current.first_at_ms, replaced=None)
+            outcome, new_head = self._revise(current, updated, position, head_key, now)
+            if outcome is Revised.REVISED:
+                if new_head.direct:
+                    released = self._releaser.release([new_head], owned=True, by="schedule")
+                    if released.failed:
+                        raise Unavailable(
+                            f"schedule {schedule_id}: its occurrence could not be sent; "
+                            "update again to finish"
+                        )
+                return UpdatedSchedule(updated, new_head.due_ms, replaced=head_key.job_id)
+            # A sweep decided the head, or a pause, resume, delete or another update landed
+            # between the read and the transaction: nothing was written; read again.
+        raise Conflict("schedule changed concurrently; retry", status=None)
+
+    def _revise(
+        self,
+        current: Schedule,
+        updated: Schedule,
+        position: ChainPosition,
+        head_key: JobKey,
+        now: int,
+    ) -> tuple[Revised, Job]:
+        assert position.head_at_ms is not None
+        head = self._store.get(head_key)
+        after = position.last.at_ms if position.last is not None else None
+        start = min(position.head_at_ms, now)
+        if updated.rate is not None and (updated.rate, None) != (current.rate, current.cron):
+            # A new rate counts from the newest run, or from the start of this update.
+            updated.anchor_ms = after if after is not None else start
+        updated.revision = current.revision + 1
+        first = updated.next_after(start - 1 if after is None else max(after, start - 1))
+        if first is None:
+            field = "rate" if updated.rate is not None else "cron"
+            raise InvalidInput(field, "the schedule would have no occurrence from now on")
+        updated.first_at_ms = first
+        new_head = self._occurrence(updated, first, now)
+        new_head.direct = first <= now + DIRECT_WINDOW_MS
+        if new_head.direct:
+            new_head.resumed_at_ms = now  # taken by this call: a repeat takes it over once stale
+        expires = now // 1000 + self._retention_s
+        if head is not None:
+            if head.status not in _REPLACEABLE:
+                return Revised.HEAD_DECIDED, new_head  # claimed since: its record is written
+            head_write = self._store.replace_write(head_key, now_ms=now, expires_at_s=expires)
+        else:
+            # Decided-for but not written yet (a sweep between its record and its successor):
+            # written cancelled, so that sweep's write finds it and adds nothing.
+            gone = self._occurrence(current, position.head_at_ms, now)
+            gone = replace(
+                gone,
+                key=head_key,
+                status=Status.CANCELLED,
+                chained=True,
+                cancelled_at_ms=now,
+                expires_at_s=expires,
+            )
+            head_write = self._store.new_job_write(gone)
+        replaced = RunRecord(
+            schedule_id=current.id,
+            at_ms=position.head_at_ms,
+            job_id=head_key.job_id,
+            outcome=RunOutcome.REPLACED,
+            decided_at_ms=now,
+            next_at_ms=first,
+            next_revision=updated.revision,
+            revised=not current.is_original(head_key),
+        )
+        outcome = self._schedules.revise(
+            updated,
+            read_revision=current.revision,
+            replaced=replaced,
+            expires_at_s=position.head_at_ms // 1000 + self._retention_s,
+            head_write=head_write,
+            new_head_write=self._store.new_job_write(new_head),
+        )
+        return outcome, new_head
 
     # -- pause, resume, delete --------------------------------------------------------------
 
@@ -378,13 +562,14 @@ class ScheduleService:
         now = self._clock.now_ms()
         expires = now // 1000 + self._retention_s
         if schedule.state is not ScheduleState.DELETED:
-            self._schedules.set_state(
+            _, current = self._schedules.set_state(
                 schedule.id,
                 to=ScheduleState.DELETED,
                 when=[ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.RESUMING],
                 now_ms=now,
                 expires_at_s=expires,
             )
+            schedule = current or schedule
         for record, job in self._recent(schedule):
             unfinished = job is not None and job.status in (
                 Status.PENDING,
@@ -398,3 +583,37 @@ class ScheduleService:
         head = self._head(schedule)
         if head is not None:
             self._store.cancel(head.key, now_ms=now, expires_at_s=expires)
+
+
+def _settings(schedule: Schedule) -> tuple[object, ...]:
+    return tuple(
+        getattr(schedule, name)
+        for name in (
+            "name",
+            "cron",
+            "rate",
+            "timezone",
+            "payload_json",
+            "priority",
+            "max_attempts",
+            "retry",
+        )
+    )
+
+
+def _with_changes(schedule: Schedule, request: UpdateSchedule) -> Schedule:
+    """A copy of `schedule` with the fields the request gives (cron and rate replace each
+    other)."""
+    given = request.model_fields_set
+    changes: dict[str, Any] = {
+        name: getattr(request, name)
+        for name in ("name", "timezone", "priority", "max_attempts", "retry")
+        if name in given
+    }
+    if "payload" in given:
+        changes["payload_json"] = request.payload_json
+    if "cron" in given:
+        changes |= {"cron": request.cron, "rate": None}
+    if "rate" in given:
+        changes |= {"rate": request.rate, "cron": None}
+    return replace(schedule, **changes)

@@ -273,6 +273,29 @@ class JobStore(JobItemStore):
             }
         }
 
+    def replace_write(self, key: JobKey, *, now_ms: int, expires_at_s: int) -> Item:
+        """A schedule's occurrence that an update replaces before anything decided it, as one
+        entry: cancelled, and `chained` (the update names its successor), only while pending,
+        paused or already cancelled; a claimed one has been decided and keeps running."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": key_item(key),
+                "UpdateExpression": "SET #status = :cancelled, chained = :true,"
+                " cancelled_at = if_not_exists(cancelled_at, :now), expires_at = :expires",
+                "ConditionExpression": "#status IN (:pending, :paused, :cancelled)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":cancelled": str_attr(Status.CANCELLED),
+                    ":pending": str_attr(Status.PENDING),
+                    ":paused": str_attr(Status.PAUSED),
+                    ":true": {"BOOL": True},
+                    ":now": num_attr(now_ms),
+                    ":expires": num_attr(expires_at_s),
+                },
+            }
+        }
+
     def resume_write(self, key: JobKey, *, now_ms: int) -> Item:
         """paused -> pending, not direct (its queue's catch-up sends it), as one entry."""
         return {

@@ -3,7 +3,10 @@
 Item kinds:
 - schedule: ("sched#<id>", "schedule"): the definition and its state
 - run:      ("sched#<id>", "run#<occurrence ms, 13 digits>"): the decision for one occurrence
-            (sundial.model.schedule.RunRecord), so the runs list is one query, newest first
+            (sundial.model.schedule.RunRecord), so the runs list is one query, newest first.
+            An occurrence of a revision after the first (an update, PATCH) has
+            "run#<ms>#<its job's ULID>", so it never shares a record with an occurrence of
+            another revision at the same time (the plain key sorts just before it).
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ def schedule_to_item(schedule: Schedule) -> Item:
         ("end_at", schedule.end_at_ms),
         ("paused_at", schedule.paused_at_ms),
         ("deleted_at", schedule.deleted_at_ms),
+        ("revision", schedule.revision or None),
     ):
         if number is not None:
             item[name] = num_attr(number)
@@ -108,22 +112,61 @@ def item_to_schedule(item: Item) -> Schedule:
         paused_at_ms=_opt_n(item, "paused_at"),
         deleted_at_ms=_opt_n(item, "deleted_at"),
         fingerprint=_opt_s(item, "fingerprint"),
+        revision=_opt_n(item, "revision") or 0,
     )
 
 
-def run_sk(at_ms: int) -> str:
-    return f"{RUN_PREFIX}{at_ms:0{SK_DIGITS}d}"
+# What an update rewrites on the schedule item (the rest never changes).
+_REVISED = ("payload", "priority", "timezone", "cron", "rate", "name", "max_attempts", "retry")
+_RESTARTED = ("anchor", "first_at", "revision")
+
+
+def run_sk(at_ms: int, job_ulid: str | None = None) -> str:
+    plain = f"{RUN_PREFIX}{at_ms:0{SK_DIGITS}d}"
+    return plain if job_ulid is None else f"{plain}#{job_ulid}"
+
+
+def _record_sk(run: RunRecord) -> str:
+    return run_sk(run.at_ms, JobKey.from_job_id(run.job_id).ulid if run.revised else None)
 
 
 def _item_to_run(item: Item) -> RunRecord:
+    sk = item["sk"]["S"].removeprefix(RUN_PREFIX)
+    next_at = _opt_n(item, "next_at")
     return RunRecord(
         schedule_id=item["pk"]["S"].removeprefix("sched#"),
-        at_ms=int(item["sk"]["S"].removeprefix(RUN_PREFIX)),
+        at_ms=int(sk[:SK_DIGITS]),
         job_id=item["job_id"]["S"],
         outcome=RunOutcome(item["outcome"]["S"]),
         decided_at_ms=int(item["decided_at"]["N"]),
-        next_at_ms=_opt_n(item, "next_at"),
+        next_at_ms=next_at,
+        next_revision=_opt_n(item, "next_rev") or 0,
+        revised=len(sk) > SK_DIGITS,
     )
+
+
+def _run_item(run: RunRecord, *, expires_at_s: int) -> Item:
+    item: Item = {
+        "pk": str_attr(schedule_pk(run.schedule_id)),
+        "sk": str_attr(_record_sk(run)),
+        "job_id": str_attr(run.job_id),
+        "outcome": str_attr(str(run.outcome)),
+        "decided_at": num_attr(run.decided_at_ms),
+        "expires_at": num_attr(expires_at_s),
+    }
+    if run.next_at_ms is not None:
+        item["next_at"] = num_attr(run.next_at_ms)
+    if run.next_revision:
+        item["next_rev"] = num_attr(run.next_revision)
+    return item
+
+
+class Revised(StrEnum):
+    """How an update's transaction ended (ScheduleStore.revise)."""
+
+    REVISED = "revised"
+    SCHEDULE_CHANGED = "schedule_changed"  # another update, or a delete, came first
+    HEAD_DECIDED = "head_decided"  # the occurrence to replace was decided or changed meanwhile
 
 
 class Parked(StrEnum):
@@ -238,18 +281,58 @@ class ScheduleStore(TableAdapter):
 
     # -- runs -------------------------------------------------------------------------------
 
+    def revise(
+        self,
+        updated: Schedule,
+        *,
+        read_revision: int,
+        replaced: RunRecord,
+        expires_at_s: int,
+        head_write: Item,
+        new_head_write: Item,
+    ) -> Revised:
+        """An update, in one transaction: the schedule's new settings (conditional on the
+        revision it was read at, and on not being deleted); the record that the head, the
+        occurrence nothing has decided yet, was replaced (put-if-absent: whoever decides it
+        first wins, a sweep or this); the head cancelled (`head_write`, conditional on it still
+        being undecided); the new settings' first occurrence (`new_head_write`)."""
+        item = schedule_to_item(updated)
+        sets = [f"#{name} = :{name}" for name in _REVISED + _RESTARTED if name in item]
+        removes = [f"#{name}" for name in _REVISED if name not in item]
+        names = {f"#{name}": name for name in _REVISED + _RESTARTED} | {"#state": "state"}
+        values = {f":{name}": item[name] for name in _REVISED + _RESTARTED if name in item}
+        values[":deleted"] = str_attr(str(ScheduleState.DELETED))
+        if read_revision:
+            revision_holds = "#revision = :read"
+            values[":read"] = num_attr(read_revision)
+        else:
+            revision_holds = "attribute_not_exists(#revision)"
+        schedule_write: Item = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(updated.id),
+                "UpdateExpression": f"SET {', '.join(sets)}"
+                + (f" REMOVE {', '.join(removes)}" if removes else ""),
+                "ConditionExpression": f"{revision_holds} AND #state <> :deleted",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+        record_write: Item = {
+            "Put": {
+                "TableName": self._table,
+                "Item": _run_item(replaced, expires_at_s=expires_at_s),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        failed = transact(self._db, [schedule_write, record_write, head_write, new_head_write])
+        if not failed:
+            return Revised.REVISED
+        return Revised.SCHEDULE_CHANGED if 0 in failed or 3 in failed else Revised.HEAD_DECIDED
+
     def record_run(self, run: RunRecord, *, expires_at_s: int) -> RunRecord:
         """Write the decision for one occurrence unless one exists; return the one that holds."""
-        item: Item = {
-            "pk": str_attr(schedule_pk(run.schedule_id)),
-            "sk": str_attr(run_sk(run.at_ms)),
-            "job_id": str_attr(run.job_id),
-            "outcome": str_attr(str(run.outcome)),
-            "decided_at": num_attr(run.decided_at_ms),
-            "expires_at": num_attr(expires_at_s),
-        }
-        if run.next_at_ms is not None:
-            item["next_at"] = num_attr(run.next_at_ms)
+        item = _run_item(run, expires_at_s=expires_at_s)
         written, old = self._write_if(
             "put", Item=item, ConditionExpression="attribute_not_exists(pk)"
         )
@@ -264,7 +347,8 @@ class ScheduleStore(TableAdapter):
     ) -> tuple[list[RunRecord], int | None]:
         """Up to `limit` runs, newest first, older than `before_ms` if given. Returns them and
         the occurrence time to continue before (None when there are no more)."""
-        upper = run_sk(before_ms - 1) if before_ms is not None else f"{RUN_PREFIX}~"
+        # "~" sorts after "#": a revised record at before_ms - 1 ("run#<ms>#<ulid>") is in.
+        upper = f"{run_sk(before_ms - 1)}~" if before_ms is not None else f"{RUN_PREFIX}~"
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
@@ -280,11 +364,20 @@ class ScheduleStore(TableAdapter):
         page = self._db.query(**request)
         runs = [_item_to_run(item) for item in page.get("Items", [])]
         more = "LastEvaluatedKey" in page and len(runs) == limit
+        if more and runs:
+            # The next page starts before the last one's time: records sharing that time (an
+            # occurrence an update replaced, and the new one for the same time) come in this
+            # page, so none falls between two pages.
+            seen = {run.job_id for run in runs}
+            request["KeyConditionExpression"] = "pk = :pk AND begins_with(sk, :at)"
+            request["ExpressionAttributeValues"] = {
+                ":pk": str_attr(schedule_pk(schedule_id)),
+                ":at": str_attr(run_sk(runs[-1].at_ms)),
+            }
+            del request["Limit"]
+            same_time = self._db.query(**request).get("Items", [])
+            runs += [r for r in map(_item_to_run, same_time) if r.job_id not in seen]
         return runs, runs[-1].at_ms if more and runs else None
-
-    def latest_run(self, schedule_id: str) -> RunRecord | None:
-        runs, _ = self.runs(schedule_id, limit=1)
-        return runs[0] if runs else None
 
     def jobs(self, keys: Sequence[JobKey]) -> dict[JobKey, Job]:
         """The job items at `keys` that exist (consistent reads, 100 per request)."""
