@@ -185,3 +185,44 @@ def test_nothing_about_a_queue_is_written_until_it_is_paused(deps: Dependencies)
     deps.queue_control.get("default")
     scan = boto3.client("dynamodb").scan(TableName=deps.settings.table_name)
     assert scan["Count"] == 0
+
+
+def test_a_sweep_that_passed_over_a_paused_queue_keeps_its_cursor_if_the_queue_was_resumed(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """Found by the fairness simulation (seed 2): sweep A reads `default` paused and passes its
+    job over; the queue is resumed; sweep B, which read it running, claims the job and dies
+    before sending it. Had A moved its cursor past the job, no sweep would ever take B's claim
+    over, and the resume's catch-up leaves a claimed job to its claimer: lost. A's cursor moves
+    only while the queue is still paused, so the next sweep takes the claim over."""
+    inbox = Inbox(deps, clock, "default")
+    job_id = _submit(deps, "default", 1200)
+    key = JobKey.from_job_id(job_id)
+    deps.queue_control.pause("default")
+    clock.advance(seconds=600)  # the job is within the sweeps' lookahead now
+    session = boto3.Session()
+    raced: list[bool] = []
+
+    def before_the_cursor_moves(params: dict[str, object], **_: object) -> None:
+        cursor = "cursor" in str(params.get("Key", "")) or "TransactItems" in params
+        if cursor and not raced:
+            raced.append(True)
+            # Sweep B claims the job (it saw the queue running) and dies before sending it;
+            # the queue's resume finds it claimed and leaves it.
+            claimed = deps.store.claim(
+                key, token="sweep:b", now_ms=clock.now_ms(), lease_ms=300_000, swept=True
+            )
+            assert claimed.won
+            deps.queue_control.resume("default")
+
+    for operation in ("UpdateItem", "TransactWriteItems"):
+        session.events.register(
+            f"provide-client-params.dynamodb.{operation}", before_the_cursor_moves
+        )
+    # (its clients are made after the hook, so they carry it)
+    sweep_a = Dependencies(settings=deps.settings, clock=clock, session=session).sweeper
+    assert sweep_a.sweep(ALL_SHARDS).paused == 1 and raced
+    assert deps.sweeps.read_cursors([key.shard]).get(key.shard, "") <= key.sk
+    # Then once B's claim has expired, a sweep takes it over and sends the job, once
+    _run(deps, clock, [inbox], 12)
+    assert inbox.ids == Counter({job_id: 1})

@@ -179,6 +179,16 @@ a take-over that lost to an un-claim. Why it holds against the writes it interle
   sender's fault) is marked dead with the reason (a conditional write on the sweep's own
   claim), so it needs nothing more and the cursor passes it. A retryable failure (throttle,
   SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
+- A queue's pause: a sweep passes over its pending jobs (the resume's catch-up sends them), and
+  may move its cursor past them only while the queue is still paused: the cursor's update is
+  one transaction with a check of each such queue's pause (SweepStore.advance_cursor). Why: a
+  second sweep that read the queue running (after its resume) may claim such a job and die
+  before sending it; the resume's catch-up leaves a claimed job to its claimer, whose claim only
+  a sweep at or below the job takes over. Had the first sweep moved past it, nothing would.
+  With the check, a resume that lands before the cursor moves makes the transaction fail and
+  the cursor stays; one that lands after finds the cursor moved while paused, and every sweep
+  that reads the queue running reads its range after that, above the job. (Found by the
+  fairness simulation, seed 2; tests/unit/services/test_queues.py names it.)
 - An error on one shard stops only that shard: its cursor is not moved and it writes no
   done record, so what it claimed is retaken after the lease, as after a crash.
 - A sweeper reads the ranges of all its shards first, then claims one priority at a time over

@@ -17,7 +17,7 @@ from sundial.ids import due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
 from sundial.store.jobs import ClaimOutcome, JobStore
-from sundial.store.sweeps import DueRef, Malformed, SweepStore
+from sundial.store.sweeps import DueRef, Malformed, QueueResumed, SweepStore
 from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
 
@@ -149,6 +149,9 @@ class ShardSweep:
         self._slots: dict[str, int] = {}
         self._malformed = 0
         self._stopped = False
+        # Queues whose pending jobs this sweep passed over as paused: the cursor moves past
+        # them only while those queues are still paused (SweepStore.advance_cursor).
+        self._passed_over: set[str] = set()
         self.shard = shard
         self.report = SweepReport(shards=1)
 
@@ -249,13 +252,25 @@ class ShardSweep:
             self._stop()  # jobs never looked at (short of time, or never dispatched) hold it
         next_cursor = self._hold or due_sk_bound(self._frontier + 1, upper=False)
         paced = self._pacing_state()
-        if paced is not None:
-            # One write for both: the cursor (where it moved) and the pacing state.
-            self._sweeps.advance_cursor(
-                self._shard, max(next_cursor, self._cursor), paced=paced, token=self._token
-            )
-        elif (self.report.seen or self._malformed) and next_cursor > self._cursor:
-            self._sweeps.advance_cursor(self._shard, next_cursor)
+        try:
+            if paced is not None:
+                # One write for both: the cursor (where it moved) and the pacing state.
+                self._sweeps.advance_cursor(
+                    self._shard,
+                    max(next_cursor, self._cursor),
+                    paced=paced,
+                    token=self._token,
+                    while_paused=self._passed_over,
+                )
+            elif (self.report.seen or self._malformed) and next_cursor > self._cursor:
+                self._sweeps.advance_cursor(
+                    self._shard, next_cursor, while_paused=self._passed_over
+                )
+        except QueueResumed:
+            # A queue whose jobs this sweep passed over was resumed meanwhile: a sweep that saw
+            # it running may have claimed one of them, and may die before sending it. The cursor
+            # stays, so the next sweep reads them again (THE CURSOR RULE, sundial.timing).
+            self._hold_at(self._cursor)
         if self._hold:
             self.report.held_shards.append(self._shard)
             if self.report.dispatched:
@@ -335,6 +350,7 @@ class ShardSweep:
     def _pending(self, job: SweptJob, now: int) -> None:
         if job.queue in self._paused_queues:
             self.report.paused += 1
+            self._passed_over.add(job.queue)
             return  # stays pending; the queue's resume catches it up
         if not self._placed(job):
             return  # no slot within SQS's horizon: stays pending, the cursor holds at it

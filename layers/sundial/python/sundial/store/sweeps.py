@@ -26,6 +26,7 @@ from sundial.model.job import (
 if TYPE_CHECKING:
     pass
 from sundial.store.job_items import item_to_job
+from sundial.store.queue_states import QUEUES_PK
 from sundial.store.table import (
     BATCH_ATTEMPTS,
     Item,
@@ -34,9 +35,16 @@ from sundial.store.table import (
     opt_int,
     query_items,
     str_attr,
+    transact,
 )
 
 CURSOR_SK = "cursor"
+
+
+class QueueResumed(Exception):
+    """A queue whose jobs a sweep passed over (paused) was resumed before the sweep moved its
+    cursor: the cursor stays where it was (SweepStore.advance_cursor)."""
+
 
 SWEEP_DONE_PREFIX = "done#"
 
@@ -198,6 +206,7 @@ class SweepStore(TableAdapter):
         *,
         paced: Mapping[str, int] | None = None,
         token: str | None = None,
+        while_paused: Collection[str] = (),
     ) -> bool:
         """Move a shard's cursor forward, never back: concurrent sweepers may race here.
 
@@ -205,35 +214,50 @@ class SweepStore(TableAdapter):
         and the cursor may also stay where it is; it is refused, writing nothing, if a later
         sweep (tokens sort by time) has stored its own state, or the cursor has moved past
         `cursor` meanwhile. A refused write loses only pacing precision: not moving a cursor
-        is always safe (THE CURSOR RULE, sundial.timing)."""
+        is always safe (THE CURSOR RULE, sundial.timing).
+
+        `while_paused`: the queues whose pending jobs this sweep passed over (left to their
+        resume's catch-up). The cursor then moves only while every one of them is still paused,
+        in one transaction with a check of each; raises QueueResumed, writing nothing, if one
+        was resumed meanwhile (a sweep that saw it running may have claimed such a job, and only
+        a sweep below it can take that claim over: sundial.timing, THE CURSOR RULE)."""
+        update: dict[str, Any] = {
+            "Key": {"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
+            "UpdateExpression": "SET #c = :c",
+            "ConditionExpression": "attribute_not_exists(#c) OR #c < :c",
+            "ExpressionAttributeNames": {"#c": "cursor"},
+            "ExpressionAttributeValues": {":c": str_attr(cursor)},
+        }
         if paced is not None:
             if token is None:
                 raise ValueError("a pacing state needs the sweep's token")
-            moved, _ = self._write_if(
-                "update",
-                Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
-                UpdateExpression="SET #c = :c, paced = :p, paced_by = :t",
-                ConditionExpression=(
-                    "(attribute_not_exists(#c) OR #c <= :c)"
-                    " AND (attribute_not_exists(paced_by) OR paced_by < :t)"
-                ),
-                ExpressionAttributeNames={"#c": "cursor"},
-                ExpressionAttributeValues={
-                    ":c": str_attr(cursor),
-                    ":p": {"M": {queue: num_attr(ms) for queue, ms in sorted(paced.items())}},
-                    ":t": str_attr(token),
-                },
+            update["UpdateExpression"] = "SET #c = :c, paced = :p, paced_by = :t"
+            update["ConditionExpression"] = (
+                "(attribute_not_exists(#c) OR #c <= :c)"
+                " AND (attribute_not_exists(paced_by) OR paced_by < :t)"
             )
+            update["ExpressionAttributeValues"] |= {
+                ":p": {"M": {queue: num_attr(ms) for queue, ms in sorted(paced.items())}},
+                ":t": str_attr(token),
+            }
+        if not while_paused:
+            moved, _ = self._write_if("update", **update)
             return moved
-        moved, _ = self._write_if(
-            "update",
-            Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
-            UpdateExpression="SET #c = :c",
-            ConditionExpression="attribute_not_exists(#c) OR #c < :c",
-            ExpressionAttributeNames={"#c": "cursor"},
-            ExpressionAttributeValues={":c": str_attr(cursor)},
-        )
-        return moved
+        checks: list[Item] = [
+            {
+                "ConditionCheck": {
+                    "TableName": self._table,
+                    "Key": {"pk": str_attr(QUEUES_PK), "sk": str_attr(queue)},
+                    "ConditionExpression": "paused = :true",
+                    "ExpressionAttributeValues": {":true": {"BOOL": True}},
+                }
+            }
+            for queue in sorted(while_paused)
+        ]
+        failed = transact(self._db, [{"Update": {"TableName": self._table, **update}}, *checks])
+        if any(index > 0 for index in failed):
+            raise QueueResumed(sorted(while_paused))
+        return not failed
 
     def record_sweep_done(
         self, shard: int, token: str, *, expires_at_s: int, not_sent: Collection[str] = ()
