@@ -467,7 +467,7 @@ def _brief(params: dict[str, Any]) -> str:
     key = params.get("Key")
     if key:
         update = params.get("UpdateExpression", "")[:28]
-        return f" {key.get('pk', {}).get('S', '')}/{key.get('sk', {}).get('S', '')[:30]} {update}"
+        return f" {key.get('pk', {}).get('S', '')}/{key.get('sk', {}).get('S', '')} {update}"
     if "Entries" in params:
         return f" {len(params['Entries'])} entries"
     values = params.get("ExpressionAttributeValues", {})

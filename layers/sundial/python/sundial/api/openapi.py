@@ -142,6 +142,17 @@ def _constrain_request_models(schemas: dict[str, Any], queues: Sequence[str]) ->
     schedule["properties"]["rate"] |= {"pattern": _RATE_PATTERN, "format": RATE_FORMAT}
     schedule["properties"]["timezone"]["enum"] = iana_zones()
     schedule["properties"]["timezone"].pop("maxLength", None)
+    # A schedule's update: at least one field, at most one of cron or rate, null only where the
+    # model takes it (payload, max_attempts, retry, name), and each field as a create checks it.
+    update = schemas["UpdateSchedule"]
+    for field in ("cron", "rate", "timezone", "priority"):
+        update["properties"][field] = _nullable_to_plain(update["properties"][field])
+    update["not"] = {"required": ["cron", "rate"]}
+    update["minProperties"] = 1
+    update["properties"]["cron"]["format"] = CRON_FORMAT
+    update["properties"]["rate"] |= {"pattern": _RATE_PATTERN, "format": RATE_FORMAT}
+    update["properties"]["timezone"]["enum"] = iana_zones()
+    update["properties"]["timezone"].pop("maxLength", None)
     for name in ("HeartbeatRequest", "AckRequest", "NackRequest"):
         lease = schemas[name]["properties"]["lease"]
         lease |= {"pattern": _LEASE_PATTERN, "format": LEASE_FORMAT}
