@@ -68,8 +68,10 @@ def test_a_backlog_across_shards_is_dispatched_highest_priority_first(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     # Given 320 overdue jobs of mixed priorities spread over a sweeper's 8 shards, about 10% of
-    # them critical
+    # them critical. The shards are chosen by a seeded generator: with about 32 critical jobs,
+    # an unseeded choice leaves some shard without one about one run in ten.
     rng = random.Random(11)
+    deps = Dependencies(settings=deps.settings, clock=clock, rng=random.Random(11))
     priorities = [rng.choices(list(Priority), weights=[10, 20, 50, 20])[0] for _ in range(320)]
     ids = {
         deps.jobs.submit(SubmitJob(queue="default", delay_seconds=960 + i, priority=p)).job.id: p
