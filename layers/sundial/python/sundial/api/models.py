@@ -234,6 +234,11 @@ class ReplayResult(BaseModel):
     skipped: int = Field(description="Letters whose job was no longer dead (replayed before)")
     unreplayable: int = Field(description="Letters that are not Sundial envelopes (kept)")
     more: bool = Field(description="The limit was reached: repeat the request to go on")
+    in_flight: int = Field(
+        description="Letters kept because another call is retrying their job right now; "
+        "replay again after 30 seconds to finish them (if that call died, the replay takes "
+        "the job over)"
+    )
 
 
 class PurgeResult(BaseModel):

@@ -392,6 +392,7 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
                     "replayed": total.replayed,
                     "skipped": total.skipped,
                     "unreplayable": total.unreplayable,
+                    "in_flight": total.in_flight,
                     "requests": total.requests,
                 }
             )
@@ -401,6 +402,11 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
             f"{total.replayed:,} jobs re-queued from {args.queue}'s dead letters "
             f"({total.skipped:,} already replayed, {total.unreplayable:,} not Sundial envelopes)"
         )
+        if total.in_flight:
+            out.line(
+                f"{total.in_flight:,} letters kept: another call is retrying their jobs; "
+                "replay again in 30 seconds to finish them"
+            )
 
 
 def _dead_purge(client: SundialClient, args: argparse.Namespace, out: Output) -> None:

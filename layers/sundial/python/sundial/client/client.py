@@ -96,9 +96,11 @@ class ReplayProgress:
 
     replayed: int
     skipped: int
-    unreplayable: int
+    unreplayable: int  # letters kept: the last request sees them all (each request does)
     requests: int
     more: bool
+    # Letters kept because another call is retrying their job: replay again in 30 s.
+    in_flight: int = 0
 
 
 class Keep:
@@ -526,9 +528,10 @@ class SundialClient:
             progress = ReplayProgress(
                 replayed=progress.replayed + len(result.replayed),
                 skipped=progress.skipped + result.skipped,
-                unreplayable=progress.unreplayable + result.unreplayable,
+                unreplayable=result.unreplayable,
                 requests=progress.requests + 1,
                 more=result.more,
+                in_flight=result.in_flight,
             )
             if on_progress is not None:
                 on_progress(progress)

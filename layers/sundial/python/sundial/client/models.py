@@ -126,6 +126,7 @@ class ReplayResult(ApiModel):
     skipped: int
     unreplayable: int
     more: bool
+    in_flight: int
 
 
 class PurgeResult(ApiModel):
