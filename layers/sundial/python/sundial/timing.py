@@ -273,8 +273,9 @@ DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simul
   item). A crash after the requeue and before the send leaves the job pending and direct; a
   replay meanwhile keeps its letter (in flight: deleting it stranded the job, chaos seed 22 of
   the dead-letter profile), and a retry or replay after SUBMIT_IN_FLIGHT_MS takes the job over;
-  the consumer's fence admits exactly attempts + 1, so at most one delivery runs. A crash before the item's delete leaves
-  an item whose job is no longer dead: the next replay skips it and deletes it.
+  the consumer's fence admits exactly attempts + 1, so at most one delivery runs. A crash
+  before the item's delete leaves an item whose job is no longer dead: the next replay skips
+  it and deletes it.
 - Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
   a retry by id of a cancelled job re-runs it, by request (README: Jobs).
 """
