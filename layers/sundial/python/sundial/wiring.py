@@ -41,6 +41,7 @@ from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.idempotency import IdempotencyKeys
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
 from sundial.store.submission_windows import SubmissionWindows
@@ -128,6 +129,16 @@ class Dependencies:
         )
 
     @cached_property
+    def payloads(self) -> PayloadStore | None:
+        """The payload bucket (SUNDIAL_PAYLOAD_BUCKET), if the deployment has one. A 5 MiB
+        object takes longer than a DynamoDB answer: its reads may take 30 s between bytes."""
+        if self.settings.payload_bucket is None:
+            return None
+        return PayloadStore(
+            self._client("s3", boto_config(read_timeout=30)), self.settings.payload_bucket
+        )
+
+    @cached_property
     def dead_letter_sender(self) -> QueueSender:
         return QueueSender(self._client("sqs"), self.settings.dead_letter_urls)
 
@@ -148,6 +159,7 @@ class Dependencies:
             chain=self.chain,
             rng=self._random(),
             admission=self.admission,
+            payloads=self.payloads,
         )
 
     @cached_property
@@ -160,6 +172,7 @@ class Dependencies:
             retention_days=self.settings.retention_days,
             queue_states=self.queue_states,
             admission=self.admission,
+            payloads=self.payloads,
         )
 
     @cached_property
@@ -243,6 +256,7 @@ class Dependencies:
                 clock=self.clock,
                 rng=self._random(),
                 dags=lambda: self.dag_progress,
+                payloads=self.payloads,
             )
         )
 

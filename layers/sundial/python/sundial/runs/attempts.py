@@ -33,6 +33,7 @@ from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 
 MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
@@ -78,6 +79,9 @@ class LifecycleDeps:
     # Builds the DAG engine on the first DAG node this runner meets; None: this runner
     # refuses DAG nodes (an error, so SQS delivers the node again elsewhere).
     dags: Callable[[], DagHooks] | None = None
+    # The payload bucket, to fetch a payload stored in S3 (sundial.store.payloads); None: this
+    # runner has no access to it, and such a job's attempt fails (PayloadUnavailable).
+    payloads: PayloadStore | None = None
 
 
 def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptError:
@@ -258,6 +262,7 @@ class Attempts:
             ),
             queue=job.queue,
             payload_json=job.payload_json,
+            payload_ref=job.payload_ref,  # its message references the same stored payload
             priority=job.priority,
             max_attempts=job.max_attempts,
             created_at_ms=job.created_at_ms,
