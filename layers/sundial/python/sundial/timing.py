@@ -247,6 +247,28 @@ Why the invariants hold, against what it interleaves with:
   dead one used: the rate may briefly exceed the cap after a crash; nothing else changes.
 - Direct sends (the submit's, a release's, a consumer's retries and DAG children) are not
   paced: a job due within 15 minutes of its submission is bounded by the submission quota.
+
+A PAYLOAD IN S3 (issue 17, item 5; sundial.model.payloads, sundial.store.payloads). A submit
+(POST /jobs, batch, an idempotent repeat that writes the job again) and a move with a new
+payload (PATCH /jobs/{id}) whose payload goes to S3 write ONE more thing, the object, and write
+it FIRST: S3 PutObject of payloads/<queue>/<sha256>, then the job's DynamoDB write(s) exactly as
+before, carrying the reference instead of the payload. Interleavings:
+- A crash between the put and the job's write leaves an object no job references and no job
+  (the client's repeat puts the same object again): harmless, the lifecycle removes it. The
+  reverse order could leave a job whose payload never arrives; this one cannot.
+- Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves, the
+  attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and writes the
+  job item only and copies the reference as it is; none writes, overwrites or deletes an
+  object. Two submits of one payload put identical bytes under one key (content-addressed), so
+  a racing put never changes what a job references. Sundial never deletes an object: the
+  lifecycle expires it after MAX_HORIZON + the retention + a margin, later than any job that
+  references it can run, unless a job is moved (PATCH) to a later time again and again for over
+  a year without a new payload (its run then fails for good, to the DLQ, never silently).
+- The consumer (or a worker, through the lease's presigned URL) reads the object after the fence
+  and before the function; a missing or altered object fails the attempt without a retry (the
+  job goes dead, its envelope to the DLQ), an S3 outage fails the delivery (SQS redelivers). The
+  invariants hold as before: the job item is the only state dispatch reads, and it is written
+  after its object exists.
 """
 
 from __future__ import annotations

@@ -134,9 +134,10 @@ class Dependencies:
         object takes longer than a DynamoDB answer: its reads may take 30 s between bytes."""
         if self.settings.payload_bucket is None:
             return None
-        return PayloadStore(
-            self._client("s3", boto_config(read_timeout=30)), self.settings.payload_bucket
-        )
+        # SigV4 for the presigned GETs a lease hands out (botocore's default for S3 in
+        # us-east-1 would presign with the legacy SigV2).
+        config = boto_config(read_timeout=30).merge(Config(signature_version="s3v4"))
+        return PayloadStore(self._client("s3", config), self.settings.payload_bucket)
 
     @cached_property
     def dead_letter_sender(self) -> QueueSender:
