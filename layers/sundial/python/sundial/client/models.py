@@ -58,7 +58,7 @@ class MoveView(ApiModel):
     changed: list[str]
 
 
-class PayloadRef(BaseModel):
+class PayloadRefView(BaseModel):
     """Where a payload stored in S3 is (GET /jobs/{id} returns this, not the payload)."""
 
     key: str
@@ -70,7 +70,7 @@ class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
     payload: JsonValue
-    payload_ref: PayloadRef | None = None
+    payload_ref: PayloadRefView | None = None
     idempotency_key: str | None = None
     queued_at: datetime | None = None
     started_at: datetime | None = None
@@ -172,7 +172,7 @@ class Envelope(ApiModel):
     dag: DagContext | None = None
     correlation_id: str | None = None
     revision: int = 0
-    payload_ref: PayloadRef | None = None
+    payload_ref: PayloadRefView | None = None
 
 
 class LeasedJobView(ApiModel):
