@@ -287,3 +287,23 @@ def test_a_move_with_a_large_payload_stores_it_and_the_job_runs_with_it(
 def test_payload_storage_alone_is_not_a_change() -> None:
     with pytest.raises(ValidationError, match="give payload too"):
         ChangeJob.model_validate({"payload_storage": "s3"})
+
+
+def test_a_dead_stored_payload_job_retried_runs_with_its_reference(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a job that died because its object was missing, and the object put back
+    harness = Harness(deps, clock, lambda envelope: envelope.payload)
+    job_id = delayed_job(deps, clock, harness, payload={"v": 1}, payload_storage="s3")
+    ref = deps.jobs.get(job_id).payload_ref
+    assert ref is not None
+    boto3.client("s3").delete_object(Bucket=PAYLOAD_BUCKET, Key=ref.key)
+    assert harness.poll() == []
+    assert deps.jobs.get(job_id).status is Status.DEAD
+    boto3.client("s3").put_object(Bucket=PAYLOAD_BUCKET, Key=ref.key, Body=b'{"v":1}')
+    # When it is retried (as a dead-letter replay does), its new message carries the reference
+    deps.jobs.retry(job_id)
+    assert harness.poll() == []
+    # Then it runs with the payload
+    assert [call.payload for call in harness.calls] == [{"v": 1}]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
