@@ -79,16 +79,31 @@ class PayloadBucket(Construct):
 
     def grant_put(self, function: lambda_.Function) -> None:
         """s3:PutObject on every queue's payloads: a submit stores a large payload."""
-        self._grant(function, "s3:PutObject", f"{PAYLOAD_PREFIX}/*", "stores a payload")
+        self._grant(function, ["s3:PutObject"], f"{PAYLOAD_PREFIX}/*", "stores a payload")
 
     def grant_get(self, function: lambda_.IFunction, queue: str | None = None) -> None:
-        """s3:GetObject on `queue`'s payloads (None: every queue's)."""
+        """s3:GetObject on `queue`'s payloads (None: every queue's), and s3:PutObject there
+        too: a retry far out restarts its payload's lifecycle (a copy onto itself, which
+        needs both; sundial.store.payloads.PayloadStore.refresh)."""
         prefix = f"{queue_prefix(queue)}*" if queue is not None else f"{PAYLOAD_PREFIX}/*"
-        self._grant(function, "s3:GetObject", prefix, "reads (or presigns) a payload")
+        self._grant(
+            function,
+            ["s3:GetObject", "s3:PutObject"],
+            prefix,
+            "reads (or presigns) a payload, and refreshes one (a copy onto itself)",
+        )
 
-    def _grant(self, function: lambda_.IFunction, action: str, pattern: str, why: str) -> None:
+    def grant_refresh(self, function: lambda_.Function) -> None:
+        """s3:GetObject too: a move to a later time copies the payload onto itself."""
+        self._grant(
+            function, ["s3:GetObject"], f"{PAYLOAD_PREFIX}/*", "refreshes a payload (a copy)"
+        )
+
+    def _grant(
+        self, function: lambda_.IFunction, actions: list[str], pattern: str, why: str
+    ) -> None:
         function.add_to_role_policy(
-            iam.PolicyStatement(actions=[action], resources=[self.bucket.arn_for_objects(pattern)])
+            iam.PolicyStatement(actions=actions, resources=[self.bucket.arn_for_objects(pattern)])
         )
         if function.role is None:
             return
@@ -98,7 +113,7 @@ class PayloadBucket(Construct):
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{pattern}]",
             reason=(
                 f"The function {why} by its key, payloads/<queue>/<sha256 of the payload>, "
-                "made per job: the action is granted on that prefix and nothing else."
+                "made per job: its actions are granted on that prefix and nothing else."
             ),
         )
 

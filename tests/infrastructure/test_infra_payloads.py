@@ -79,15 +79,18 @@ def test_only_the_functions_that_store_or_read_payloads_may(synthesized: Synthes
             "example_consumer",
         )
     }
+    every, demo = [objects("payloads/*")], [objects("payloads/demo/*")]
     assert s3_grants == {
-        "submit": {"s3:PutObject": [objects("payloads/*")]},
-        "jobs": {"s3:PutObject": [objects("payloads/*")]},  # PATCH with a new payload
+        "submit": {"s3:PutObject": every},
+        # PATCH with a new payload (put), or a later time (a copy onto itself: get and put)
+        "jobs": {"s3:PutObject": every, "s3:GetObject": every},
         "dags": {},
         "schedules": {},
-        "workers": {"s3:GetObject": [objects("payloads/*")]},  # presigns for any queue
+        # presigns for any queue; a retry far out copies the payload onto itself
+        "workers": {"s3:GetObject": every, "s3:PutObject": every},
         "sweeper": {},
         "fanout": {},
-        "example_consumer": {"s3:GetObject": [objects("payloads/demo/*")]},  # its queue's only
+        "example_consumer": {"s3:GetObject": demo, "s3:PutObject": demo},  # its queue's only
     }
     # And each of them is told the bucket
     for name in ("submit", "jobs", "workers", "example_consumer"):

@@ -10,6 +10,8 @@ from typing import Any
 
 import boto3
 import pytest
+from moto.core import utils as moto_utils
+from moto.s3 import models as moto_s3
 from pydantic import JsonValue, ValidationError
 
 from sundial.clock import ManualClock
@@ -307,3 +309,56 @@ def test_a_dead_stored_payload_job_retried_runs_with_its_reference(
     # Then it runs with the payload
     assert [call.payload for call in harness.calls] == [{"v": 1}]
     assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+@pytest.fixture
+def s3_clock(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """The clock moto's S3 stamps objects with (it imports utcnow itself)."""
+    monkeypatch.setattr(moto_s3, "utcnow", moto_utils.utcnow)
+    return clock
+
+
+def _last_modified(key: str) -> Any:
+    return boto3.client("s3").head_object(Bucket=PAYLOAD_BUCKET, Key=key)["LastModified"]
+
+
+def test_a_later_time_restarts_the_stored_payloads_lifecycle(
+    deps: Dependencies, s3_clock: ManualClock
+) -> None:
+    """The bucket expires an object counting from its last write: a job moved later, or given a
+    retry far out, has its object written again (a copy onto itself), so the object outlives
+    the job's new time as it did the old one."""
+    request = SubmitJob(
+        queue="default", delay_seconds=3600, payload={"v": 1}, payload_storage=PayloadStorage.S3
+    )
+    job = deps.jobs.submit(request).job
+    assert job.payload_ref is not None
+    put_at = _last_modified(job.payload_ref.key)
+    # When, 100 days later, a move keeps the payload but changes the priority only
+    s3_clock.advance(seconds=100 * 86_400)
+    deps.moves.move(job.id, ChangeJob.model_validate({"priority": "high"}))
+    # Then the object is as it was
+    assert _last_modified(job.payload_ref.key) == put_at
+    # When a move gives it a later time
+    deps.moves.move(job.id, ChangeJob.model_validate({"delay_seconds": 300 * 86_400}))
+    # Then its object was written again now, and is the same payload
+    assert (_last_modified(job.payload_ref.key) - put_at).days == 100
+    assert _object(job.payload_ref.key) == b'{"v":1}'
+
+
+def test_a_retry_timer_restarts_the_stored_payloads_lifecycle(
+    deps: Dependencies, s3_clock: ManualClock
+) -> None:
+    clock = s3_clock
+    harness = Harness(deps, clock, lambda envelope: 1 / 0)
+    day = {"initial_delay_seconds": 86_400, "max_delay_seconds": 86_400}
+    job_id = delayed_job(deps, clock, harness, payload={"v": 1}, payload_storage="s3", retry=day)
+    ref = deps.jobs.get(job_id).payload_ref
+    assert ref is not None
+    put_at = _last_modified(ref.key)
+    clock.advance(seconds=600)
+    # When its attempt fails with a retry a day out (a timer item)
+    assert harness.poll() == []
+    assert deps.jobs.get(job_id).status is Status.FAILED
+    # Then its object was written again as the timer was
+    assert _last_modified(ref.key) > put_at

@@ -259,11 +259,18 @@ before, carrying the reference instead of the payload. Interleavings:
 - Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves, the
   attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and writes the
   job item only and copies the reference as it is; none writes, overwrites or deletes an
-  object. Two submits of one payload put identical bytes under one key (content-addressed), so
-  a racing put never changes what a job references. Sundial never deletes an object: the
-  lifecycle expires it after MAX_HORIZON + the retention + a margin, later than any job that
-  references it can run, unless a job is moved (PATCH) to a later time again and again for over
-  a year without a new payload (its run then fails for good, to the DLQ, never silently).
+  object, except the REFRESH below. Two submits of one payload put identical bytes under one
+  key (content-addressed), so a racing put never changes what a job references. Sundial never
+  deletes an object: the lifecycle expires it MAX_HORIZON + the retention + a margin after its
+  last write, later than any job that references it can run.
+- REFRESH: a sequence that gives a stored-payload job a later time without a new payload (a
+  move of its time, a retry timer beyond SQS's delay) first copies the object onto itself
+  (same bytes, same key: its age restarts), then writes the job as before. A crash between
+  leaves a younger object and the job unchanged: harmless. Racing another refresh or a put of
+  the same payload, every outcome is the same bytes, at least as young. So an object's last
+  write is at most MAX_HORIZON before the due time of any job (or retry) referencing it, and
+  it lives the retention + the margin past that: through the job's SQS-delayed retries and
+  any manual retry or dead-letter replay while the job is kept.
 - The consumer (or a worker, through the lease's presigned URL) reads the object after the fence
   and before the function; a missing or altered object fails the attempt without a retry (the
   job goes dead, its envelope to the DLQ), an S3 outage fails the delivery (SQS redelivers). The

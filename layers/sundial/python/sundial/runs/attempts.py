@@ -256,6 +256,10 @@ class Attempts:
             return
         # Beyond SQS's 15-minute delay: a timer item the sweeper dispatches at the time. It is
         # written more than 15 minutes ahead, so no sweep can have passed it (see timing.py).
+        if job.payload_ref is not None and deps.payloads is not None:
+            # The retry may be far out (a worker's retry_after, a long backoff): its stored
+            # payload's lifecycle restarts first, as a move's does.
+            deps.payloads.refresh(job.payload_ref)
         timer = Job(
             key=JobKey(
                 shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))

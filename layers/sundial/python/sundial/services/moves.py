@@ -149,6 +149,10 @@ class JobMover:
             )
             if payload_ref is not None:
                 payload_json = "null"
+        elif payload_ref is not None and self._payloads is not None and due != job.due_ms:
+            # A later time keeps the stored payload: its object's lifecycle restarts, so it
+            # outlives the job's new time as it outlived the old one (sundial.timing).
+            self._payloads.refresh(payload_ref)
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED

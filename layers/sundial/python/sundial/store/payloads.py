@@ -58,6 +58,23 @@ class PayloadStore:
         body: bytes = response["Body"].read()
         return check_payload(ref, body)
 
+    def refresh(self, ref: PayloadRef) -> None:
+        """Restart the object's lifecycle clock (S3 counts an object's age from its last
+        write): a copy onto itself, server-side, for a job given a later time (a move, a retry
+        timer) without its payload at hand. A missing object is left missing: the job's run
+        then fails for good with the reason (PayloadUnavailable)."""
+        try:
+            self._s3.copy_object(
+                Bucket=self.bucket,
+                Key=ref.key,
+                CopySource={"Bucket": self.bucket, "Key": ref.key},
+                MetadataDirective="REPLACE",  # S3 refuses a copy onto itself that changes nothing
+                ContentType="application/json",
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") not in _MISSING:
+                raise
+
     def presigned_get(self, ref: PayloadRef, *, expires_s: int) -> str:
         """A URL any HTTP client may GET the object with for `expires_s` seconds (no AWS
         credentials): what a worker outside Lambda fetches a leased job's payload with."""
