@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
+from sundial.api.authorization import authorized_item
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
 from sundial.api.routes import (
     _INVALID,
@@ -136,7 +137,7 @@ def submit_dag(request: SubmitDag) -> Response[str]:
     responses={200: _documented(DagDetail, "The DAG"), 400: _INVALID, 404: _UNKNOWN},
 )
 def get_dag(dag_id: DagId) -> DagDetail:
-    return DagDetail.of(dependencies().dags.get(dag_id))
+    return DagDetail.of(authorized_item(DagView) or dependencies().dags.get(dag_id))
 
 
 @dags_router.delete(

@@ -32,6 +32,11 @@ from sundial.store.queue_states import MAX_HOLD_BATCH, Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 from sundial.transport.sender import Outgoing, QueueSender
 
+# A resume that finds the job moved looks again where it went; a job moved on every look is
+# a 503 "retry" (moves are rare and each is one transaction, so a second look nearly always
+# finds it still).
+_RESUME_TRIES = 3
+
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
@@ -388,37 +393,47 @@ class JobService:
         one transaction. Resuming again is harmless: a job already waiting answers as the
         first resume did."""
         now = self._clock.now_ms()
-        # Read first: a moved job's id names its origin, not its key and due time.
-        current = self._store.get(JobKey.from_job_id(job_id))
-        if current is None:
-            raise JobNotFound(job_id)
-        key = current.key
-        due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
-        paused = current.status is Status.PAUSED
-        if due_soon and paused and self.paused_queues({current.queue}):
-            assert self._queue_states is not None
-            write = self._store.resume_write(key, now_ms=now)
-            hold = self._queue_states.hold_with(current.queue, [write], record=[key.job_id])
-            if hold is Hold.HELD:
-                current.status, current.paused_at_ms = Status.PENDING, None
-                return current
-            # The queue was resumed meanwhile (resume it as on a running queue), or the job
-            # changed (answered below from its state).
-        resumed, job = self._store.resume(
-            key, now_ms=now, direct=due_soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
-        )
-        if job is None:  # it was there a moment ago: moved (PATCH) meanwhile
-            raise Unavailable(f"job {job_id} was moved while it was being resumed; retry")
-        if not resumed:
-            if job.status is Status.PENDING and not job.direct:
-                return job  # already resumed (a retried request): nothing more to do
-            reason = f"job is {job.status}; only paused jobs can be resumed"
-            if job.status is Status.PENDING and job.direct:
-                reason = "job is being resumed; retry shortly"
-            raise Conflict(reason, status=job.status)
-        if due_soon and self.dispatch_direct([job], by="resume"):
-            raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
-        return job
+        key = JobKey.from_job_id(job_id)
+        for _ in range(_RESUME_TRIES):
+            due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
+            if due_soon and self._queue_states is not None:
+                current = self._store.get(key)  # follows a moved job's pointer
+                if current is None:
+                    raise JobNotFound(job_id)
+                if current.key != key:
+                    key = current.key  # moved: decide "due soon" from where it is now
+                    continue
+                if current.status is Status.PAUSED and self.paused_queues({current.queue}):
+                    write = self._store.resume_write(key, now_ms=now)
+                    hold = self._queue_states.hold_with(current.queue, [write], record=[key.job_id])
+                    if hold is Hold.HELD:
+                        current.status, current.paused_at_ms = Status.PENDING, None
+                        return current
+                    # The queue was resumed meanwhile (resume it as on a running queue), or
+                    # the job changed (answered below from its state).
+            # Not following a pointer: `direct` was decided from this key's due time.
+            resumed, job = self._store.resume(
+                key, now_ms=now, direct=due_soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+            )
+            if job is None:
+                # Nothing at `key` but a moved job's pointer (or nothing): find the job. Only
+                # moved jobs pay this read; a job that never moved costs one write, as before.
+                current = self._store.get(JobKey.from_job_id(job_id))
+                if current is None:
+                    raise JobNotFound(job_id)
+                key = current.key
+                continue
+            if not resumed:
+                if job.status is Status.PENDING and not job.direct:
+                    return job  # already resumed (a retried request): nothing more to do
+                reason = f"job is {job.status}; only paused jobs can be resumed"
+                if job.status is Status.PENDING and job.direct:
+                    reason = "job is being resumed; retry shortly"
+                raise Conflict(reason, status=job.status)
+            if due_soon and self.dispatch_direct([job], by="resume"):
+                raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
+            return job
+        raise Unavailable(f"job {job_id} kept moving while it was being resumed; retry")
 
     def cancel(self, job_id: str) -> Status:
         """Cancel a pending, queued, failed, blocked or paused job. A queued job's message may
