@@ -715,15 +715,15 @@ class World:
             self.ledger.cancelled.add(job_id)
 
     def _payload_fields(self) -> dict[str, Any]:
-        """A job's payload (`_payload`): one in eight stored in S3 (issue 17, item 5), either
+        """A job's payload (`_payload`): one in four stored in S3 (issue 17, item 5), either
         over the inline limit or asked for, so the oracle checks that its runs saw exactly it.
         Drawn from a generator of its own, so the other draws replay as they did."""
         payload = self._payload()
         kind = self.payload_rng.random()
-        if kind < 1 / 16:
+        if kind < 1 / 8:
             blob = "x" * (INLINE_PAYLOAD_BYTES + self.payload_rng.randrange(1000))
             return {"payload": payload | {"blob": blob}}
-        if kind < 1 / 8:
+        if kind < 1 / 4:
             return {"payload": payload, "payload_storage": PayloadStorage.S3}
         return {"payload": payload}
 
