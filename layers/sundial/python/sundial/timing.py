@@ -155,8 +155,13 @@ an API call under SUBMIT_TIMEOUT). What it interleaves with, and why the invaria
   that key and struck off; if it was due soon on the paused queue, its move recorded it again).
 - A retry timer of a moved job names the job's origin (its id) and carries its revision.
 Reads by id follow the pointer (a moved job costs one more read); due-range queries leave
-pointers out (a FilterExpression). The pointer expires two retention periods after the job's due
-time; the job's history keeps every move (at most MAX_MOVES).
+pointers out (a FilterExpression). The pointer has no expiry of its own (a paused or retried job
+lives for any time, and its id must keep working): when DynamoDB's TTL removes the job's item,
+the history Lambda, reading that removal from the stream, deletes the pointer, conditional on
+it still naming that item (a job moved on or back since keeps its pointer). A crash or a failed
+batch repeats the delete (stream retries); a pointer is never deleted while its job's item
+lives, because the item only expires after its job ended and was kept for its retention. The
+job's history keeps every move (at most MAX_MOVES).
 
 THE CURSOR RULE. A shard's cursor only ever moves forward (advance_cursor's condition), and a
 sweep moves it past a job only if that job needs nothing from a sweep: sent (by this sweep, or
