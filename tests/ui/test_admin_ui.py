@@ -211,3 +211,16 @@ def test_dag_page_draws_every_node_by_depth_with_its_status(
     # When it is paused from the page, Then the API has it paused
     click(page, "pause", page.locator("h1 + .badge"), "paused")
     assert sundial.get_dag(dag.id).status == "paused"
+
+
+def test_a_job_whose_payload_is_in_s3_shows_its_reference(
+    page: Page, ui_server: UiServer, sundial: SundialClient
+) -> None:
+    # Given a job whose payload is stored in S3 (issue 17, item 5)
+    job = sundial.submit("email", {"to": "ada@example.com"}, payload_storage="s3")
+    detail = sundial.get_job(job.id)
+    assert detail.payload is None and detail.payload_ref is not None
+    # When its page is opened, Then it shows the reference (the payload is not fetched)
+    open_page(page, ui_server, f"/jobs/{job.id}")
+    expect(page.get_by_role("heading", name="Payload (stored in S3)")).to_be_visible()
+    expect(page.locator("pre.json").first).to_contain_text(detail.payload_ref.sha256)
