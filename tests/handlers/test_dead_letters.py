@@ -226,7 +226,7 @@ def test_letters_kept_do_not_count_toward_a_replays_limit(
     clock.advance(seconds=5)
     [job_id] = _kill_jobs(deps, clock, harness, ["bad"])
     # When a replay of one letter per request is repeated while it says there is more
-    results = []
+    results: list[dict[str, Any]] = []
     while not results or results[-1]["more"]:
         results.append(_call("POST", "/queues/default/dead/replay", {"limit": 1})[1])
         assert len(results) < 5, results
