@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
@@ -45,7 +45,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sundial.ids import SHARD_PREFIX, SK_DIGITS, JobKey
 from sundial.settings import EnvSettings
-from sundial.store.job_items import MovedJobPointers
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -310,6 +309,13 @@ class HistoryWriter:
             )
             keys.append(key)
         return keys
+
+
+class MovedJobPointers(Protocol):
+    """Deletes a moved job's pointer (sundial.store.job_items.MovedJobPointers): the history
+    sits beside the store, so it names only what it needs of it."""
+
+    def forget(self, origin: JobKey, *, moved_to: JobKey) -> bool: ...
 
 
 class HistoryRecorder:
