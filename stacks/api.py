@@ -89,7 +89,7 @@ class JobsApi(Construct):
             self._add_routes(
                 integrations.HttpLambdaIntegration("Schedules", schedules),
                 {
-                    "/schedules": [post],
+                    "/schedules": [get, post],
                     "/schedules/{schedule_id}": [get, delete, apigwv2.HttpMethod.PATCH],
                     "/schedules/{schedule_id}/runs": [get],
                     "/schedules/{schedule_id}/pause": [post],

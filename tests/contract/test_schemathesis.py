@@ -62,7 +62,7 @@ from sundial.clock import ManualClock, to_rfc3339
 from sundial.ids import MAX_SHARDS, DagKey, JobKey
 from sundial.model.submission import MAX_HORIZON_S, parse_rfc3339
 from sundial.runs.leases import Lease
-from sundial.services.dead_letters import encode_cursor
+from sundial.services.cursors import encode_cursor
 from sundial.wiring import Dependencies, configure
 from tests.conftest import START
 from tests.support import (

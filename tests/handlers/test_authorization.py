@@ -141,6 +141,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/dags/{dag_id}/pause"): Case(lambda: (f"/dags/{_dag()}/pause", None)),
     ("POST", "/dags/{dag_id}/resume"): Case(lambda: (f"/dags/{_dag()}/resume", None)),
     ("POST", "/schedules"): Case(lambda: ("/schedules", {"queue": "email", "rate": "1 hour"})),
+    ("GET", "/schedules"): Case(lambda: ("/schedules?queue=email", None)),
     ("GET", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
     ("DELETE", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
     ("PATCH", "/schedules/{schedule_id}"): Case(
@@ -373,3 +374,15 @@ def test_a_caller_allowed_everywhere_is_not_charged_a_read(
     # When it is cancelled, Then authorization read nothing (the cancel is one conditional write)
     status, _ = call_api(jobs_lambda, "DELETE", f"/jobs/{job}", route="/jobs/{job_id}")
     assert status == 200 and reads == []
+
+
+def test_a_caller_lists_only_the_schedules_of_a_queue_it_may_read(access: None) -> None:
+    # Given a schedule on `email` and one on `default`
+    _schedule()
+    _created("/schedules", {"queue": "default", "rate": "1 hour"})
+    reader = HOLDER[Permission.READ]
+    # Then email's reader lists email's, and is refused default's (403, naming it)
+    status, page = call_api(schedules_lambda, "GET", "/schedules?queue=email", caller=reader)
+    assert status == 200 and [s["queue"] for s in page["items"]] == ["email"]
+    status, error = call_api(schedules_lambda, "GET", "/schedules?queue=default", caller=reader)
+    assert status == 403 and "'read' on queue 'default'" in error["message"]

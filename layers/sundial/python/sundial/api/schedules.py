@@ -23,11 +23,13 @@ from sundial.model.schedule import (
     Misfire,
     RunOutcome,
     RunRecord,
+    Schedule,
     ScheduleState,
     UpdateSchedule,
 )
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
+from sundial.services.cursors import MAX_LISTING_PAGE
 from sundial.services.schedules import RunView, ScheduleView
 from sundial.wiring import dependencies
 
@@ -138,6 +140,43 @@ class ScheduleDetail(BaseModel):
         )
 
 
+class ScheduleSummary(BaseModel):
+    id: str
+    name: str | None
+    cron: str | None
+    rate: str | None
+    timezone: str
+    queue: str
+    priority: Priority
+    state: ScheduleState
+    created_at: str
+    paused_at: str | None
+    revision: int = Field(description="How many updates (PATCH) the schedule has had")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleSummary:
+        return cls(
+            id=schedule.id,
+            name=schedule.name,
+            cron=schedule.cron,
+            rate=schedule.rate,
+            timezone=schedule.timezone,
+            queue=schedule.queue,
+            priority=schedule.priority,
+            state=schedule.state,
+            created_at=to_rfc3339(schedule.created_at_ms),
+            paused_at=_time(schedule.paused_at_ms),
+            revision=schedule.revision,
+        )
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleSummary] = Field(
+        description="Oldest first; GET /schedules/{id} has a schedule's payload and runs"
+    )
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null at end")
+
+
 class UpdatedScheduleDetail(ScheduleDetail):
     applies_from: str = Field(
         description="The first occurrence with the new settings. Occurrences before it were "
@@ -188,6 +227,29 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
     view = deps.schedules.get(created.schedule.id)
     status = HTTPStatus.CREATED if created.created else HTTPStatus.OK
     return _json(status, ScheduleDetail.of(view))
+
+
+@schedules_router.get(
+    "/schedules",
+    summary="List a queue's schedules",
+    description="Every schedule of the queue not deleted, oldest first, one page at a time. "
+    "Each page costs one query of the queue's schedule index and one batch read of the "
+    "schedules listed. Schedules created before the index existed appear once the "
+    "deployment's backfill has run (README, Upgrading).",
+    tags=["schedules"],
+    responses={
+        200: _documented(SchedulePage, "A page"),
+        400: _INVALID,
+        404: _documented(ErrorBody, "Unknown queue"),
+    },
+)
+def list_schedules(
+    queue: Annotated[str, Query(min_length=1, max_length=40, description="A queue's name")],
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTING_PAGE, description="Page size")] = 50,
+    cursor: Annotated[str | None, Query(max_length=2_000, description="From next_cursor")] = None,
+) -> SchedulePage:
+    schedules, next_cursor = dependencies().schedules.of_queue(queue, limit=limit, cursor=cursor)
+    return SchedulePage(items=[ScheduleSummary.of(s) for s in schedules], next_cursor=next_cursor)
 
 
 @schedules_router.get(
