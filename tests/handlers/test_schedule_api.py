@@ -279,7 +279,8 @@ def test_a_queues_schedules_are_listed_a_page_at_a_time(
         ids.append(created["id"])
     assert _schedules("DELETE", f"/schedules/{ids[1]}")[0] == 200
     # When `default` is listed one at a time, following next_cursor
-    listed, cursor = [], ""
+    listed: list[dict[str, Any]] = []
+    cursor: str | None = ""
     while cursor is not None:
         status, page = _schedules("GET", f"/schedules?queue=default&limit=1{cursor}")
         assert status == 200, page

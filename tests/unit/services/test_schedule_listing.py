@@ -84,7 +84,8 @@ def test_a_deleted_schedule_leaves_the_listing_in_the_same_transaction(
     # Then it is no longer listed, and its index item is gone; the other stays
     assert _listed(deps) == [[kept.id]]
     assert [item["schedule_id"]["S"] for item in _listing_items("default")] == [kept.id]
-    assert deps.schedule_store.get(deleted.id).state is ScheduleState.DELETED
+    stored = deps.schedule_store.get(deleted.id)
+    assert stored is not None and stored.state is ScheduleState.DELETED
 
 
 def test_a_repeated_create_writes_no_second_index_item(
