@@ -102,6 +102,7 @@ class JobsApi(Construct):
                 {
                     "/queues": [get],
                     "/queues/{queue}": [get],
+                    "/queues/{queue}/jobs": [get],
                     "/queues/{queue}/pause": [post],
                     "/queues/{queue}/resume": [post],
                 },

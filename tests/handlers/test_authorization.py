@@ -126,6 +126,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/queues/{queue}/lease"): Case(lambda: ("/queues/email/lease", {"wait": 0})),
     ("GET", "/queues"): Case(lambda: ("/queues", None)),
     ("GET", "/queues/{queue}"): Case(lambda: ("/queues/email", None)),
+    ("GET", "/queues/{queue}/jobs"): Case(lambda: ("/queues/email/jobs?status=pending", None)),
     ("POST", "/queues/{queue}/pause"): Case(lambda: ("/queues/email/pause", None)),
     ("POST", "/queues/{queue}/resume"): Case(lambda: ("/queues/email/resume", None)),
     ("GET", "/queues/{queue}/dead"): Case(lambda: ("/queues/email/dead", None)),

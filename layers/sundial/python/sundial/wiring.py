@@ -30,6 +30,7 @@ from sundial.services.dag_progress import DagProgress
 from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
 from sundial.services.direct import DirectSender
+from sundial.services.job_listing import JobListing
 from sundial.services.jobs import JobService
 from sundial.services.moves import JobMover
 from sundial.services.queues import CatchUp, QueueControl
@@ -40,6 +41,7 @@ from sundial.store.attempts import AttemptStore
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.idempotency import IdempotencyKeys
+from sundial.store.job_listing import JobRangeReader
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
@@ -205,6 +207,16 @@ class Dependencies:
             self.settings.queue_urls,
             self.settings.priority_queue_urls,
             self.settings.dead_letter_urls,
+        )
+
+    @cached_property
+    def job_listing(self) -> JobListing:
+        return JobListing(
+            reader=JobRangeReader(self._dynamodb, self.settings.table_name),
+            letters=self.dead_letter_store,
+            clock=self.clock,
+            queues=self.settings.queue_urls.keys(),
+            shard_count=self.settings.shard_count,
         )
 
     @cached_property

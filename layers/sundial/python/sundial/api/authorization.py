@@ -113,6 +113,7 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _named_queue),
     ("GET", "/queues"): RouteRule(_READ, _no_queue),
     ("GET", "/queues/{queue}"): RouteRule(_READ, _named_queue),
+    ("GET", "/queues/{queue}/jobs"): RouteRule(_READ, _named_queue),
     ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _named_queue),
     ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _named_queue),
     ("GET", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
