@@ -150,7 +150,7 @@ class JobsApi(Construct):
         self._add_routes(
             integrations.HttpLambdaIntegration("Dags", dags),
             {
-                "/dags": [post],
+                "/dags": [get, post],
                 "/dags/{dag_id}": [get, delete],
                 "/dags/{dag_id}/pause": [post],
                 "/dags/{dag_id}/resume": [post],

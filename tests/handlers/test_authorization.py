@@ -137,6 +137,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/dags"): Case(
         lambda: ("/dags", {"name": "etl", "nodes": {"a": {"queue": "email"}}, "delay_seconds": 60})
     ),
+    ("GET", "/dags"): Case(lambda: ("/dags?queue=email", None)),
     ("GET", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
     ("DELETE", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
     ("POST", "/dags/{dag_id}/pause"): Case(lambda: (f"/dags/{_dag()}/pause", None)),
@@ -386,4 +387,21 @@ def test_a_caller_lists_only_the_schedules_of_a_queue_it_may_read(access: None) 
     status, page = call_api(schedules_lambda, "GET", "/schedules?queue=email", caller=reader)
     assert status == 200 and [s["queue"] for s in page["items"]] == ["email"]
     status, error = call_api(schedules_lambda, "GET", "/schedules?queue=default", caller=reader)
+    assert status == 403 and "'read' on queue 'default'" in error["message"]
+
+
+def test_a_dag_listing_leaves_out_dags_on_a_queue_the_caller_may_not_read(access: None) -> None:
+    # Given a DAG on `email` only, and one on `email` and `default`
+    own = _dag()
+    nodes = {"a": {"queue": "email"}, "b": {"queue": "default", "depends_on": ["a"]}}
+    _created("/dags", {"name": "mixed", "nodes": nodes, "delay_seconds": 1200})
+    reader = HOLDER[Permission.READ]
+    # Then email's reader lists only the first (GET /dags/{id} would refuse it the other)
+    status, page = call_api(dags_lambda, "GET", "/dags?queue=email", caller=reader)
+    assert status == 200 and [d["id"] for d in page["items"]] == [own], page
+    # And the platform, which reads both queues, lists both
+    status, page = call_api(dags_lambda, "GET", "/dags?queue=email", caller=PLATFORM)
+    assert status == 200 and len(page["items"]) == 2
+    # And default's DAGs are refused to email's reader
+    status, error = call_api(dags_lambda, "GET", "/dags?queue=default", caller=reader)
     assert status == 403 and "'read' on queue 'default'" in error["message"]

@@ -16,7 +16,10 @@ from collections.abc import Sequence
 
 import boto3
 
+from sundial.ids import DagKey
 from sundial.model.schedule import ScheduleState
+from sundial.settings import DEFAULT_RETENTION_DAYS
+from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.schedules import Indexed, ScheduleStore
 from sundial.wiring import boto_config
 
@@ -29,9 +32,36 @@ def backfill_schedules(schedules: ScheduleStore) -> Counter[Indexed]:
     )
 
 
+def backfill_dags(listing: DagListingStore, *, retention_days: int) -> tuple[int, int]:
+    """Index every DAG of the table under each queue it uses, where missing. Returns (entries
+    written, entries already there)."""
+    queues: dict[str, set[str]] = {}
+    created: dict[str, int] = {}
+    for node in listing.node_refs():
+        queues.setdefault(node.dag_id, set()).add(node.queue)
+        created[node.dag_id] = min(created.get(node.dag_id, node.created_at_ms), node.created_at_ms)
+    outcomes = Counter(
+        listing.put_if_absent(entry)
+        for dag_id, used in queues.items()
+        for entry in dag_entries(
+            DagKey.from_dag_id(dag_id),
+            used,
+            created_at_ms=created[dag_id],
+            retention_s=retention_days * 86_400,
+        )
+    )
+    return outcomes[True], outcomes[False]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sundial.backfill", description=__doc__)
     parser.add_argument("--table", required=True, help="the job table's name")
+    parser.add_argument(
+        "--retention-days",
+        type=int,
+        default=DEFAULT_RETENTION_DAYS,
+        help="the deployment's retention (cdk.json): when the DAG entries expire",
+    )
     args = parser.parse_args(argv)
     client = boto3.client("dynamodb", config=boto_config())
     outcomes = backfill_schedules(ScheduleStore(client, args.table))
@@ -39,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"schedules: {outcomes[Indexed.INDEXED]} indexed, {outcomes[Indexed.ALREADY]} already "
         f"listed, {outcomes[Indexed.DELETED]} deleted (not listed)"
     )
+    written, already = backfill_dags(
+        DagListingStore(client, args.table), retention_days=args.retention_days
+    )
+    print(f"DAG entries (one per DAG and queue): {written} written, {already} already there")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from sundial.services.release import Releaser
 from sundial.services.schedules import ScheduleService
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
+from sundial.store.dag_listing import DagListingStore
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.idempotency import IdempotencyKeys
@@ -114,6 +115,10 @@ class Dependencies:
     @cached_property
     def dag_nodes(self) -> DagNodeStore:
         return DagNodeStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def dag_listing(self) -> DagListingStore:
+        return DagListingStore(self._dynamodb, self.settings.table_name)
 
     @cached_property
     def sweeps(self) -> SweepStore:
@@ -195,6 +200,8 @@ class Dependencies:
             jobs=self.jobs,
             progress=self.dag_progress,
             clock=self.clock,
+            listing=self.dag_listing,
+            queues=self.settings.queue_urls.keys(),
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
             rng=self._random(),

@@ -120,6 +120,8 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("DELETE", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
     ("POST", "/queues/{queue}/dead/replay"): RouteRule(_ADMIN, _named_queue),
     ("POST", "/dags"): RouteRule(_SUBMIT, _dag_body_queues),
+    # Read on the queue listed; DAGs also using a queue the caller may not read are left out.
+    ("GET", "/dags"): RouteRule(_READ, _named_queue),
     ("GET", "/dags/{dag_id}"): _dag(_READ),
     ("DELETE", "/dags/{dag_id}"): _dag(_CONTROL),
     ("POST", "/dags/{dag_id}/pause"): _dag(_CONTROL),
