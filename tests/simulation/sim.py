@@ -20,7 +20,8 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   never ran; a duplicate run (one job, one attempt, run twice) in a run without a crash or
   throttle is a violation, after one it is counted; every schedule occurrence fired exactly once
   (or was skipped or cancelled by its record) and no schedule's chain has a gap or stops; every
-  schedule not deleted is in its queue's listing exactly once and no deleted one is; a DAG
+  schedule not deleted is in its queue's listing exactly once and no deleted one is, and every
+  DAG in the listing of each queue it uses, once; a DAG
   node ran only after all its parents; a submission refused by a quota wrote nothing: no item
   carries the refused attempt's correlation id (each attempt has its own, as each API request
   has its own request id), and a request refused at its first attempt left no idempotency
@@ -794,9 +795,9 @@ class World:
                 return sorted(views, key=lambda v: v.run.at_ms)
 
     def op_submit_dag(self, slot: str) -> None:
-        body = dict(DAILY_REPORT)
-        body["idempotency_key"] = f"d{self.rng.randrange(10**9)}"
-        dag = SubmitDag.model_validate(body)
+        # (It used to add an idempotency_key, which SubmitDag refuses: every DAG submit of the
+        # simulation failed validation, so no DAG ever ran in it.)
+        dag = SubmitDag.model_validate(DAILY_REPORT)
         try:
             view = self._client_call(
                 slot,
@@ -1196,6 +1197,31 @@ class World:
         errors += [f"listed {i}, which is no live schedule" for i in set(listed) - live]
         deleted = self.ledger.deleted_schedules & set(self.schedule_ids)
         self.trace(f"listings: {len(live)} live schedules listed once, {len(deleted)} deleted")
+        return errors + self._check_dag_listings()
+
+    def _check_dag_listings(self) -> list[str]:
+        """Every DAG with nodes in the table is in the listing of each queue it uses exactly
+        once, and in no other (an entry whose submit died before its nodes is passed over)."""
+        deps = self.observer
+        uses: dict[str, set[str]] = defaultdict(set)
+        for node in deps.dag_listing.node_refs():
+            uses[node.dag_id].add(node.queue)
+        errors = []
+        for queue in QUEUES:
+            listed: Counter[str] = Counter()
+            cursor: str | None = None
+            while True:
+                views, cursor = deps.dags.of_queue(queue, readable=QUEUES, limit=3, cursor=cursor)
+                listed.update(view.id for view in views)
+                if cursor is None:
+                    break
+            expected = {dag_id for dag_id, queues in uses.items() if queue in queues}
+            errors += [
+                f"DAG {dag_id}: listed {listed[dag_id]} times on {queue}"
+                for dag_id in expected | set(listed)
+                if listed[dag_id] != (dag_id in expected)
+            ]
+        self.trace(f"listings: {len(uses)} DAGs listed once on each queue they use")
         return errors
 
     def _check_chain(self, schedule_id: str, records: list[RunView]) -> list[str]:

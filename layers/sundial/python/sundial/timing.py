@@ -108,6 +108,14 @@ Other write sequences and what they interleave with:
   (sundial.backfill) writes an index item in a transaction with a check that the schedule is
   not deleted, put-if-absent: a delete landing before it makes it fail (never listed), one
   landing after it removes the item it wrote.
+- A queue's DAG listing (GET /dags?queue=, store.dag_listing): a DAG's entries (one per queue
+  it uses) are written by its submit before any node, with a plain put of a fixed key (a repeat
+  writes the same item). A crash after them and before the nodes leaves entries with no nodes,
+  which a listing passes over (it reads each DAG's nodes) and which expire; a crash after some
+  nodes leaves a DAG that GET /dags/{id} shows too, and the listing shows it the same. No node
+  write (release, count, cancel, pause, resume) touches an entry, and a DAG is never deleted
+  (its entries expire after its nodes), so the listing interleaves with the DAG's progress
+  without any rule. The backfill puts an entry only if absent.
 - A submission window (issue 16: a queue's max_submissions_per_second, services.admission) is
   counted by one conditional UpdateItem on its own item ("quota#<queue>#<lane>",
   "window#<second>"), before the request writes any idempotency record or job, and it touches no

@@ -47,12 +47,16 @@ from sundial.client.models import (
     BatchResult,
     Cancelled,
     DagDetail,
+    DagPage,
+    DagSummary,
     DeadLetterPage,
     DeadLetterView,
     Deleted,
     JobDetail,
     JobSummary,
     LeaseResult,
+    ListedJob,
+    ListedJobsPage,
     Misfire,
     OnFailure,
     ParentResults,
@@ -65,6 +69,9 @@ from sundial.client.models import (
     RetryPolicy,
     RunsPage,
     ScheduleDetail,
+    SchedulePage,
+    ScheduleSummary,
+    Status,
     UpdatedScheduleDetail,
 )
 from sundial.client.transport import (
@@ -327,6 +334,23 @@ class SundialClient:
         )
         return self._call(ScheduleDetail, "POST", "/schedules", body=body, repeat=Repeat.SAFE)
 
+    def schedule_page(
+        self, queue: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> SchedulePage:
+        """One page of the queue's schedules (not deleted), oldest first. Safe to repeat."""
+        query = _without_none({"queue": queue, "cursor": cursor, "limit": limit})
+        return self._call(SchedulePage, "GET", "/schedules", query=query, repeat=Repeat.SAFE)
+
+    def schedules(self, queue: str, *, page_size: int = 100) -> Iterator[ScheduleSummary]:
+        """Every schedule of the queue, oldest first, page after page as the iteration goes."""
+        cursor: str | None = None
+        while True:
+            page = self.schedule_page(queue, cursor=cursor, limit=page_size)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
     def get_schedule(self, schedule_id: str) -> ScheduleDetail:
         """Safe to repeat."""
         path = f"/schedules/{_segment(schedule_id)}"
@@ -409,6 +433,24 @@ class SundialClient:
         )
         return self._call(DagDetail, "POST", "/dags", body=body, repeat=Repeat.IF_NOT_APPLIED)
 
+    def dag_page(
+        self, queue: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> DagPage:
+        """One page of the DAGs with a node on the queue, oldest first, with their status. A
+        DAG also using a queue the caller may not read is left out. Safe to repeat."""
+        query = _without_none({"queue": queue, "cursor": cursor, "limit": limit})
+        return self._call(DagPage, "GET", "/dags", query=query, repeat=Repeat.SAFE)
+
+    def dags(self, queue: str, *, page_size: int = 100) -> Iterator[DagSummary]:
+        """Every DAG of the queue, oldest first, page after page as the iteration goes."""
+        cursor: str | None = None
+        while True:
+            page = self.dag_page(queue, cursor=cursor, limit=page_size)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
     def get_dag(self, dag_id: str) -> DagDetail:
         """The DAG's status and every node's. Safe to repeat."""
         return self._call(DagDetail, "GET", f"/dags/{_segment(dag_id)}", repeat=Repeat.SAFE)
@@ -442,6 +484,52 @@ class SundialClient:
     def resume_queue(self, queue: str) -> QueueDetail:
         """Send what came due meanwhile. Safe to repeat."""
         return self._post(QueueDetail, f"/queues/{_segment(queue)}/resume")
+
+    def queue_jobs_page(
+        self,
+        queue: str,
+        status: Status,
+        *,
+        since: Time | None = None,
+        until: Time | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> ListedJobsPage:
+        """One page of the queue's jobs of `status` due in [since, until) (default: a day
+        either side of now; at most 7 days), in due order; for `dead`, by when they died. A
+        page may be short before the end (each call's reading is bounded). Safe to repeat."""
+        query = _without_none(
+            {
+                "status": status,
+                "from": _time(since),
+                "to": _time(until),
+                "cursor": cursor,
+                "limit": limit,
+            }
+        )
+        path = f"/queues/{_segment(queue)}/jobs"
+        return self._call(ListedJobsPage, "GET", path, query=query, repeat=Repeat.SAFE)
+
+    def queue_jobs(
+        self,
+        queue: str,
+        status: Status,
+        *,
+        since: Time | None = None,
+        until: Time | None = None,
+        page_size: int = 100,
+    ) -> Iterator[ListedJob]:
+        """Every job of the queue with `status` in the window, in due order, page after page
+        as the iteration goes."""
+        cursor: str | None = None
+        while True:
+            page = self.queue_jobs_page(
+                queue, status, since=since, until=until, cursor=cursor, limit=page_size
+            )
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     # -- dead letters -----------------------------------------------------------------------
 

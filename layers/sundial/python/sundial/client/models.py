@@ -203,6 +203,22 @@ class DagDetail(ApiModel):
     nodes: dict[str, DagNodeView]
 
 
+class DagSummary(ApiModel):
+    id: str
+    name: str
+    status: DagStatus
+    run_at: datetime
+    created_at: datetime
+    finished_at: datetime | None = None
+    queues: list[str]
+    counts: dict[str, int]
+
+
+class DagPage(ApiModel):
+    items: list[DagSummary]
+    next_cursor: str | None
+
+
 class RetryPolicy(ApiModel):
     """Backoff between a job's attempts (None: the queue's default from cdk.json)."""
 
@@ -251,6 +267,25 @@ class ScheduleDetail(ApiModel):
     last_run: RunSummary | None
 
 
+class ScheduleSummary(ApiModel):
+    id: str
+    name: str | None
+    cron: str | None
+    rate: str | None
+    timezone: str
+    queue: str
+    priority: Priority
+    state: ScheduleState
+    created_at: datetime
+    paused_at: datetime | None
+    revision: int
+
+
+class SchedulePage(ApiModel):
+    items: list[ScheduleSummary]
+    next_cursor: str | None
+
+
 class UpdatedScheduleDetail(ScheduleDetail):
     applies_from: datetime
     replaced_job_id: str | None
@@ -288,3 +323,25 @@ class QueueSummary(ApiModel):
 
 class QueueList(ApiModel):
     queues: list[QueueSummary]
+
+
+class ListedJob(ApiModel):
+    """A job of GET /queues/{queue}/jobs; a dead letter's has dead_at and error_type instead of
+    run_at, priority and created_at."""
+
+    id: str
+    queue: str
+    status: Status
+    run_at: datetime | None
+    priority: Priority | None
+    attempts: int | None
+    created_at: datetime | None
+    dead_at: datetime | None = None
+    error_type: str | None = None
+
+
+class ListedJobsPage(ApiModel):
+    items: list[ListedJob]
+    next_cursor: str | None
+    window_from: datetime
+    window_to: datetime
