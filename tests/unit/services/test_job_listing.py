@@ -101,6 +101,11 @@ def test_the_window_bounds_what_is_read_and_listed(
     # The default window is a day either side of now
     window = deps.job_listing.window(None, None)
     assert (window.from_ms, window.to_ms) == (now - 24 * HOUR_MS, now + 24 * HOUR_MS)
+    # Only `from` a week ago: until a week after it (within 7 days); only `to`: a day before it
+    window = deps.job_listing.window(now - 7 * 24 * HOUR_MS, None)
+    assert window.to_ms == now
+    window = deps.job_listing.window(None, now + 2 * HOUR_MS)
+    assert window.from_ms == now - 22 * HOUR_MS
     # A window over 7 days, or ending before it starts, is refused (400, naming `to`)
     for to_ms in (now + 8 * 24 * HOUR_MS, now):
         with pytest.raises(InvalidInput) as refused:

@@ -87,13 +87,14 @@ class JobListing:
         self._shard_count = shard_count
 
     def window(self, from_ms: int | None, to_ms: int | None) -> Window:
-        """The window asked for, defaults filled in: a day either side of now (or of the one
-        bound given), at most MAX_SPAN."""
+        """The window asked for, defaults filled in: a day either side of now; with only
+        `from`, until a day after now (or after it, if later), within MAX_SPAN; with only `to`,
+        from a day before it."""
         now = self._clock.now_ms()
         if from_ms is None:
             from_ms = (to_ms if to_ms is not None else now) - DEFAULT_REACH_MS
         if to_ms is None:
-            to_ms = max(from_ms, now) + DEFAULT_REACH_MS
+            to_ms = min(max(from_ms, now) + DEFAULT_REACH_MS, from_ms + MAX_SPAN_MS)
         if to_ms <= from_ms:
             raise InvalidInput("to", "must be after `from`")
         if to_ms - from_ms > MAX_SPAN_MS:

@@ -4,9 +4,10 @@ Item kinds:
 - schedule: ("sched#<id>", "schedule"): the definition and its state
 - listing:  ("schedules#<queue>", "<created ms, 13 digits>#<id>"): one per live schedule, so
             GET /schedules?queue= is one range query. Written in the transaction that creates
-            the schedule, deleted in the one that deletes it; it holds the id only (what a list
-            shows is read from the schedule items), so an update, pause or resume writes
-            nothing more.
+            the schedule (+2 write units: a transaction's writes cost two), deleted in the one
+            that deletes it (a delete is a transaction of two writes now, 4 units, not one
+            update, 1); it holds the id only (what a list shows is read from the schedule
+            items), so an update, pause, resume or occurrence writes nothing more.
 - run:      ("sched#<id>", "run#<occurrence ms, 13 digits>"): the decision for one occurrence
             (sundial.model.schedule.RunRecord), so the runs list is one query, newest first.
             An occurrence of a revision after the first (an update, PATCH) has
