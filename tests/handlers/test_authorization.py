@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from sundial.access import Permission
 from sundial.api.authorization import ROUTE_RULES
 from sundial.clock import ManualClock
 from sundial.model.job import Job
-from sundial.wiring import Dependencies, configure
+from sundial.wiring import Dependencies, configure, dependencies
 from tests.support import DEFAULT_CALLER, TABLE, call_api, load_handler
 
 ACCOUNT = "123456789012"
@@ -405,3 +406,39 @@ def test_a_dag_listing_leaves_out_dags_on_a_queue_the_caller_may_not_read(access
     # And default's DAGs are refused to email's reader
     status, error = call_api(dags_lambda, "GET", "/dags?queue=default", caller=reader)
     assert status == 403 and "'read' on queue 'default'" in error["message"]
+
+
+def test_a_get_by_a_caller_allowed_on_some_queues_reads_its_item_once(
+    access: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a job, a DAG and a schedule on `email`, and the reads of each kind of item counted
+    targets = {"jobs": _job(), "dags": _dag(), "schedules": _schedule()}
+    deps = dependencies()
+    reads: Counter[str] = Counter()
+    for kind, owner, method in (
+        ("jobs", deps.jobs, "get"),
+        ("dags", deps.dags._nodes, "dag_nodes"),
+        ("schedules", deps.schedules._schedules, "get"),
+    ):
+        original = getattr(owner, method)
+
+        def counted(*args: Any, _kind: str = kind, _original: Any = original) -> Any:
+            reads[_kind] += 1
+            return _original(*args)
+
+        monkeypatch.setattr(owner, method, counted)
+    for kind, target in targets.items():
+        path, route = f"/{kind}/{target}", f"/{kind}/{{{kind[:-1]}_id}}"
+        # When the platform (allowed everywhere) and the email reader each GET it
+        reads.clear()
+        status, as_platform = call_api(_handler_of(route), "GET", path, route=route)
+        assert status == 200
+        platform_reads = reads[kind]
+        reads.clear()
+        status, as_reader = call_api(
+            _handler_of(route), "GET", path, route=route, caller=HOLDER[Permission.READ]
+        )
+        # Then both see it, and the reader's check of its queue read nothing more: the route
+        # answered from the item the check read
+        assert status == 200 and as_reader == as_platform
+        assert reads[kind] == platform_reads >= 1, kind

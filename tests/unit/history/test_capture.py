@@ -73,6 +73,24 @@ def transitions(events: list[HistoryEvent]) -> list[tuple[str | None, str, int]]
     return [(e.from_status, e.to_status, e.attempt) for e in events]
 
 
+# A job swept, sent and run once, successfully: its transitions as recorded.
+RAN_ONCE = [
+    (None, "pending", 0),
+    ("pending", "queued", 0),
+    ("queued", "running", 1),
+    ("running", "succeeded", 1),
+]
+
+
+def sweep_and_run(harness: Harness, clock: ManualClock, due_in_s: int, late_ms: int) -> None:
+    """Sweep a minute before a job due in `due_in_s` (its message is sent delayed to its due
+    second), then let the consumer poll `late_ms` after it is due."""
+    clock.advance(seconds=due_in_s - 60)
+    harness.sweeper.sweep(ALL_SHARDS)
+    clock.advance(ms=60_000 + late_ms)
+    harness.poll()
+
+
 def test_a_delayed_job_that_succeeds(
     deps: Dependencies, clock: ManualClock, stream: StreamReader
 ) -> None:
@@ -82,10 +100,7 @@ def test_a_delayed_job_that_succeeds(
     job = deps.jobs.submit(
         SubmitJob(queue="default", delay_seconds=3600, idempotency_key="k-1")
     ).job
-    clock.advance(seconds=3600 - 60)
-    harness.sweeper.sweep(ALL_SHARDS)
-    clock.advance(seconds=60.5)
-    harness.poll()
+    sweep_and_run(harness, clock, due_in_s=3600, late_ms=500)
 
     # When the stream's records reach the history Lambda
     response = record(stream.next_event())
@@ -94,12 +109,7 @@ def test_a_delayed_job_that_succeeds(
     # nothing else (no cursor, idempotency or meta item)
     assert response == {"batchItemFailures": []}
     events = all_events()
-    assert transitions(events) == [
-        (None, "pending", 0),
-        ("pending", "queued", 0),
-        ("queued", "running", 1),
-        ("running", "succeeded", 1),
-    ]
+    assert transitions(events) == RAN_ONCE
     assert {e.job_id for e in events} == {job.id}
     assert {(e.queue, e.priority) for e in events} == {("default", "normal")}
     submitted, queued, _running, succeeded = events
@@ -177,10 +187,7 @@ def test_a_moved_job_keeps_its_id_and_its_moves_are_no_events(
     job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
     deps.moves.move(job.id, ChangeJob(delay_seconds=7200))
     moved = deps.moves.move(job.id, ChangeJob(delay_seconds=5400, payload="new"))
-    clock.advance(seconds=5400 - 60)
-    harness.sweeper.sweep(ALL_SHARDS)
-    clock.advance(seconds=61)
-    harness.poll()
+    sweep_and_run(harness, clock, due_in_s=5400, late_ms=1000)
 
     # When the records reach the history Lambda
     assert record(stream.next_event()) == {"batchItemFailures": []}
@@ -188,12 +195,7 @@ def test_a_moved_job_keeps_its_id_and_its_moves_are_no_events(
     # Then the job's state changes are there, under the id it was submitted with, due at its
     # new time; the moves themselves are no events (GET /jobs/{id} shows them)
     events = all_events()
-    assert transitions(events) == [
-        (None, "pending", 0),
-        ("pending", "queued", 0),
-        ("queued", "running", 1),
-        ("running", "succeeded", 1),
-    ]
+    assert transitions(events) == RAN_ONCE
     assert {e.job_id for e in events} == {job.id}
     assert events[-1].due_at_ms == moved.due_ms
 

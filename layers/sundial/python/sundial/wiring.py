@@ -158,11 +158,17 @@ class Dependencies:
         )
 
     @cached_property
+    def direct(self) -> DirectSender:
+        """Sends jobs due within the direct window at once (their first attempt), for the paths
+        that release or move jobs outside submit."""
+        return DirectSender(store=self.store, sender=self.sender, clock=self.clock)
+
+    @cached_property
     def moves(self) -> JobMover:
         """Changes to waiting jobs (PATCH /jobs/{id})."""
         return JobMover(
             store=self.store,
-            direct=DirectSender(store=self.store, sender=self.sender, clock=self.clock),
+            direct=self.direct,
             clock=self.clock,
             retention_days=self.settings.retention_days,
             queue_states=self.queue_states,
@@ -321,7 +327,7 @@ class Dependencies:
         return Releaser(
             store=self.store,
             chain=self.chain,
-            direct=DirectSender(store=self.store, sender=self.sender, clock=self.clock),
+            direct=self.direct,
             queue_states=self.queue_states,
             clock=self.clock,
         )

@@ -9,14 +9,16 @@ Routes addressed by id (`/jobs/{id}`, `/dags/{id}`, `/schedules/{id}`) need the 
 they address. A caller allowed the permission on every queue (the default: the stack's own
 account has every permission) is let through without reading it; any other caller costs one
 read of the item first (the queue of a job, DAG or schedule never changes, so the read cannot
-go stale before the write). An unknown id answers 404 as it would without the check.
+go stale before the write). An unknown id answers 404 as it would without the check. The item
+read is kept for the route (`authorized_item`), so a GET answers from it and reads it once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Route
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -24,6 +26,8 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from sundial.access import Caller, Permission
 from sundial.errors import Forbidden
 from sundial.wiring import Dependencies, dependencies
+
+_Item = TypeVar("_Item")
 
 # Where a route's queue(s) come from: its validated arguments (path parameters and body model)
 # and, for routes addressed by id, the item they name.
@@ -53,24 +57,32 @@ def _dag_body_queues(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
     return [node.queue for node in args["request"].nodes.values()]
 
 
-def _job_queue(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
-    return [deps.jobs.get(args["job_id"]).queue]
+# For a route addressed by id: reads the item the id names, and says its queues.
+ItemLocator = Callable[[dict[str, Any], Dependencies], tuple[Any, Iterable[str]]]
 
 
-def _dag_queues(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
-    return [node.queue for node in deps.dags.get(args["dag_id"]).nodes]
+def _job_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
+    job = deps.jobs.get(args["job_id"])
+    return job, [job.queue]
 
 
-def _schedule_queue(args: dict[str, Any], deps: Dependencies) -> Iterable[str]:
-    return [deps.schedules.queue_of(args["schedule_id"])]
+def _dag_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
+    dag = deps.dags.get(args["dag_id"])
+    return dag, [node.queue for node in dag.nodes]
+
+
+def _schedule_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
+    schedule = deps.schedules.find(args["schedule_id"])
+    return schedule, [schedule.queue]
 
 
 @dataclass(frozen=True)
 class RouteRule:
     permission: Permission
-    queues: QueueLocator
-    # Whether finding the queue reads an item (skipped for a caller allowed on every queue).
-    reads: bool = False
+    queues: QueueLocator = _no_queue
+    # A route addressed by id finds its queues by reading the item instead (skipped for a
+    # caller allowed on every queue).
+    item: ItemLocator | None = None
 
 
 _READ, _SUBMIT, _CONTROL, _WORK, _ADMIN = (
@@ -83,15 +95,15 @@ _READ, _SUBMIT, _CONTROL, _WORK, _ADMIN = (
 
 
 def _job(permission: Permission) -> RouteRule:
-    return RouteRule(permission, _job_queue, reads=True)
+    return RouteRule(permission, item=_job_item)
 
 
 def _dag(permission: Permission) -> RouteRule:
-    return RouteRule(permission, _dag_queues, reads=True)
+    return RouteRule(permission, item=_dag_item)
 
 
 def _schedule(permission: Permission) -> RouteRule:
-    return RouteRule(permission, _schedule_queue, reads=True)
+    return RouteRule(permission, item=_schedule_item)
 
 
 # (method, route as in openapi.json) -> what it needs. tests/handlers/test_authorization.py
@@ -151,9 +163,9 @@ def check_every_route_has_a_rule(routes: Iterable[Route]) -> None:
         )
 
 
-def authorize(caller: Caller | None, rule: RouteRule, args: dict[str, Any]) -> None:
+def authorize(caller: Caller | None, rule: RouteRule, args: dict[str, Any]) -> Any:
     """Raise Forbidden unless `caller` has the rule's permission on every queue the request
-    touches."""
+    touches. Returns the item read to find them (None if nothing was read)."""
     if caller is None:
         raise Forbidden(
             "the request carries no IAM caller identity: sign it with SigV4 (AWS), or name a "
@@ -161,25 +173,45 @@ def authorize(caller: Caller | None, rule: RouteRule, args: dict[str, Any]) -> N
         )
     deps = dependencies()
     policy, queues = deps.settings.access, deps.settings.queue_urls.keys()
-    if rule.reads and policy.allows_everywhere(caller, rule.permission, queues):
-        return
-    for queue in sorted(set(rule.queues(args, deps))):
+    if rule.item is not None and policy.allows_everywhere(caller, rule.permission, queues):
+        return None
+    item, touched = rule.item(args, deps) if rule.item else (None, rule.queues(args, deps))
+    for queue in sorted(set(touched)):
         if not policy.allows(caller, rule.permission, queue):
             raise Forbidden(
                 f"{caller.described()} lacks '{rule.permission}' on queue '{queue}'",
                 queue=queue,
                 permission=rule.permission.value,
             )
+    return item
+
+
+# The item authorization read for the request being handled (see the module docstring). A
+# context variable, set around the route only: a router's `context` belongs to the last
+# resolver that included it, and one process (the local runtime) builds several.
+_authorized_item: ContextVar[Any] = ContextVar("authorized_item", default=None)
 
 
 def authorization_middleware(app: ApiGatewayResolver, next_middleware: NextMiddleware) -> Any:
     """Powertools middleware: runs after validation (the route's arguments are parsed)."""
     rule = rule_of(app.context["_route"])
-    if rule is not None:  # None: Powertools' own not-found route (every route has a rule)
-        context = app.current_event.get("requestContext") or {}
-        caller = Caller.from_request_context(context)
-        authorize(caller, rule, app.context.get("_route_args", {}))
-    return next_middleware(app)
+    if rule is None:  # Powertools' own not-found route (every route has a rule)
+        return next_middleware(app)
+    context = app.current_event.get("requestContext") or {}
+    caller = Caller.from_request_context(context)
+    item = authorize(caller, rule, app.context.get("_route_args", {}))
+    token = _authorized_item.set(item)
+    try:
+        return next_middleware(app)
+    finally:
+        _authorized_item.reset(token)
+
+
+def authorized_item(kind: type[_Item]) -> _Item | None:
+    """The `kind` item this request's authorization read (for a caller not allowed on every
+    queue), so the route need not read it again; None if it read none."""
+    item = _authorized_item.get()
+    return item if isinstance(item, kind) else None
 
 
 def permitted_queues(event: Mapping[str, Any], permission: Permission) -> list[str]:

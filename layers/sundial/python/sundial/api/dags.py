@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
 from sundial.access import Permission
-from sundial.api.authorization import permitted_queues
+from sundial.api.authorization import authorized_item, permitted_queues
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
 from sundial.api.routes import (
     _INVALID,
@@ -199,7 +199,7 @@ def list_dags(
     responses={200: _documented(DagDetail, "The DAG"), 400: _INVALID, 404: _UNKNOWN},
 )
 def get_dag(dag_id: DagId) -> DagDetail:
-    return DagDetail.of(dependencies().dags.get(dag_id))
+    return DagDetail.of(authorized_item(DagView) or dependencies().dags.get(dag_id))
 
 
 @dags_router.delete(

@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel
 
+from sundial.api.authorization import authorized_item
 from sundial.api.models import (
     BatchItemResult,
     BatchResult,
@@ -24,6 +25,7 @@ from sundial.api.models import (
     JobSummary,
 )
 from sundial.errors import Conflict, SundialError
+from sundial.model.job import Job
 from sundial.model.submission import ChangeJob, SubmitBatch, SubmitJob
 from sundial.services.jobs import Submitted
 from sundial.wiring import dependencies
@@ -134,7 +136,7 @@ def _batch_item(index: int, outcome: Submitted | SundialError) -> BatchItemResul
     responses={200: _documented(JobDetail, "The job"), 400: _INVALID, 404: _UNKNOWN},
 )
 def get_job(job_id: JobId) -> JobDetail:
-    return JobDetail.of(dependencies().jobs.get(job_id))
+    return JobDetail.of(authorized_item(Job) or dependencies().jobs.get(job_id))
 
 
 _CHANGE_CONFLICT = _documented(

@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field, JsonValue
 
+from sundial.api.authorization import authorized_item
 from sundial.api.models import ErrorBody
 from sundial.api.routes import _INVALID, _documented, metrics
 from sundial.clock import to_rfc3339
@@ -259,7 +260,8 @@ def list_schedules(
     responses={200: _documented(ScheduleDetail, "The schedule"), 400: _INVALID, 404: _UNKNOWN},
 )
 def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
-    return ScheduleDetail.of(dependencies().schedules.get(schedule_id))
+    read = authorized_item(Schedule)
+    return ScheduleDetail.of(dependencies().schedules.get(schedule_id, read=read))
 
 
 @schedules_router.get(

@@ -235,13 +235,13 @@ class ScheduleService:
 
     # -- read -------------------------------------------------------------------------------
 
-    def queue_of(self, schedule_id: str) -> str:
-        """The schedule's queue, deleted or not (a delete may be repeated): what authorizes a
+    def find(self, schedule_id: str) -> Schedule:
+        """The schedule, deleted or not (a delete may be repeated): its queue authorizes a
         request addressed to it (sundial.api.authorization)."""
         schedule = self._schedules.get(check_schedule_id(schedule_id))
         if schedule is None:
             raise ScheduleNotFound(schedule_id)
-        return schedule.queue
+        return schedule
 
     def of_queue(
         self, queue: str, *, limit: int, cursor: str | None
@@ -260,8 +260,9 @@ class ScheduleService:
         page = [found[i] for i in ids if i in found and found[i].state is not ScheduleState.DELETED]
         return page, encode_cursor(queue, last, listing="schedules") if last else None
 
-    def _live(self, schedule_id: str) -> Schedule:
-        schedule = self._schedules.get(check_schedule_id(schedule_id))
+    def _live(self, schedule_id: str, *, read: Schedule | None = None) -> Schedule:
+        """The schedule unless deleted; `read`: as read earlier in this request (consistently)."""
+        schedule = read or self._schedules.get(check_schedule_id(schedule_id))
         if schedule is None or schedule.state is ScheduleState.DELETED:
             raise ScheduleNotFound(schedule_id)
         return schedule
@@ -297,8 +298,9 @@ class ScheduleService:
         key = self._position(schedule).head_key
         return None if key is None else self._store.get(key)
 
-    def get(self, schedule_id: str) -> ScheduleView:
-        schedule = self._live(schedule_id)
+    def get(self, schedule_id: str, *, read: Schedule | None = None) -> ScheduleView:
+        """`read`: the schedule as this request read it already (for its authorization)."""
+        schedule = self._live(schedule_id, read=read)
         position = self._position(schedule)
         schedule = position.schedule
         ended = position.head_at_ms is None
