@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import pytest
 
+from sundial.clock import ManualClock
 from sundial.ids import DagKey
 from sundial.model.dag import MAX_DAG_NODES
 from sundial.model.submission import MAX_PAYLOAD_BYTES
@@ -248,10 +249,12 @@ def _list(path: str) -> tuple[int, Any]:
     return call_api(dags_lambda, "GET", path)
 
 
-def test_a_queues_dags_are_listed_with_their_status(deps: Dependencies) -> None:
-    # Given the daily report (nodes on `default` and `email`) and a DAG on `default` only
+def test_a_queues_dags_are_listed_with_their_status(deps: Dependencies, clock: ManualClock) -> None:
+    # Given the daily report (nodes on `default` and `email`) and, a second later (a listing
+    # is in order of creation), a DAG on `default` only
     status, report = _call("POST", "/dags", DAILY_REPORT)
     assert status == 201, report
+    clock.advance(seconds=1)
     status, other = _call("POST", "/dags", {"name": "one", "nodes": {"a": {"queue": "default"}}})
     assert status == 201, other
     _call("DELETE", f"/dags/{other['id']}")

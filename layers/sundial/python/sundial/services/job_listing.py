@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from sundial.clock import Clock
 from sundial.errors import InvalidInput, QueueNotFound
-from sundial.ids import due_sk_bound
+from sundial.ids import MAX_DUE_MS, due_sk_bound
 from sundial.model.job import Job, Status
 from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.store.dead_letters import DeadLetter, DeadLetterStore, time_sk
@@ -99,7 +99,8 @@ class JobListing:
             raise InvalidInput("to", "must be after `from`")
         if to_ms - from_ms > MAX_SPAN_MS:
             raise InvalidInput("to", f"the window is at most {MAX_SPAN_MS // HOUR_MS} hours")
-        return Window(max(from_ms, 0), to_ms)
+        # Within the times a sort key can hold (1970 to 2286): nothing is due outside them.
+        return Window(min(max(from_ms, 0), MAX_DUE_MS), min(max(to_ms, 0), MAX_DUE_MS))
 
     def page(
         self,
@@ -144,6 +145,8 @@ class JobListing:
     ) -> tuple[list[Job], tuple[str, int] | None, int]:
         """The next `limit` matches after `position` in (sort key, shard) order, where to go on
         from (None at the window's end), and the items read."""
+        if window.to_ms <= window.from_ms:  # a window wholly outside 1970..2286
+            return [], None, 0
         low = due_sk_bound(window.from_ms, upper=False)
         high = due_sk_bound(window.to_ms - 1, upper=True)
         if position is not None and position[0] > high:
