@@ -13,11 +13,9 @@ from pydantic import BaseModel, Field
 from sundial.access import Permission
 from sundial.api.authorization import permitted_queues
 from sundial.api.models import ErrorBody, JobSummary
-from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
+from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics, time_query
 from sundial.clock import to_rfc3339
-from sundial.errors import InvalidInput
 from sundial.model.job import Job, Priority, Status
-from sundial.model.submission import parse_rfc3339
 from sundial.services.cursors import MAX_LISTING_PAGE
 from sundial.services.queues import DEAD_LETTER_COUNT_CAP, QueueOverview
 from sundial.store.dead_letters import DeadLetter
@@ -220,15 +218,6 @@ def get_queue(queue: QueueName) -> QueueDetail:
     return QueueDetail.of(dependencies().queue_control.get(queue))
 
 
-def _rfc3339(field: str, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError as error:
-        raise InvalidInput(field, str(error)) from None
-
-
 @queues_router.get(
     "/queues/<queue>/jobs",
     summary="List a queue's jobs of one status",
@@ -258,8 +247,8 @@ def list_queue_jobs(  # noqa: PLR0917 - Powertools passes query parameters by na
     page = dependencies().job_listing.page(
         queue,
         status,
-        from_ms=_rfc3339("from", from_),
-        to_ms=_rfc3339("to", to),
+        from_ms=time_query("from", from_),
+        to_ms=time_query("to", to),
         limit=limit,
         cursor=cursor,
     )

@@ -89,58 +89,6 @@ class RunsPage(BaseModel):
     )
 
 
-class ScheduleDetail(BaseModel):
-    id: str
-    name: str | None
-    cron: str | None
-    rate: str | None
-    timezone: str
-    queue: str
-    payload: JsonValue
-    priority: Priority
-    max_attempts: int | None
-    retry: RetryPolicy | None
-    start_at: str | None
-    end_at: str | None
-    misfire: Misfire
-    state: ScheduleState
-    created_at: str
-    paused_at: str | None
-    revision: int = Field(description="How many updates (PATCH) the schedule has had")
-    next_run_at: str | None = Field(
-        description="The next occurrence from now; null while paused or once ended"
-    )
-    last_run: RunSummary | None = Field(
-        description="The latest occurrence dispatched (or skipped); those due within 15 "
-        "minutes are dispatched ahead, with SQS delays"
-    )
-
-    @classmethod
-    def of(cls, view: ScheduleView) -> ScheduleDetail:
-        schedule = view.schedule
-        return cls(
-            id=schedule.id,
-            name=schedule.name,
-            cron=schedule.cron,
-            rate=schedule.rate,
-            timezone=schedule.timezone,
-            queue=schedule.queue,
-            payload=json.loads(schedule.payload_json),
-            priority=schedule.priority,
-            max_attempts=schedule.max_attempts,
-            retry=schedule.retry,
-            start_at=_time(schedule.start_at_ms),
-            end_at=_time(schedule.end_at_ms),
-            misfire=schedule.misfire,
-            state=schedule.state,
-            created_at=to_rfc3339(schedule.created_at_ms),
-            paused_at=_time(schedule.paused_at_ms),
-            revision=schedule.revision,
-            next_run_at=_time(view.next_run_at_ms),
-            last_run=RunSummary.of(view.last_run) if view.last_run else None,
-        )
-
-
 class ScheduleSummary(BaseModel):
     id: str
     name: str | None
@@ -168,6 +116,37 @@ class ScheduleSummary(BaseModel):
             created_at=to_rfc3339(schedule.created_at_ms),
             paused_at=_time(schedule.paused_at_ms),
             revision=schedule.revision,
+        )
+
+
+class ScheduleDetail(ScheduleSummary):
+    payload: JsonValue
+    max_attempts: int | None
+    retry: RetryPolicy | None
+    start_at: str | None
+    end_at: str | None
+    misfire: Misfire
+    next_run_at: str | None = Field(
+        description="The next occurrence from now; null while paused or once ended"
+    )
+    last_run: RunSummary | None = Field(
+        description="The latest occurrence dispatched (or skipped); those due within 15 "
+        "minutes are dispatched ahead, with SQS delays"
+    )
+
+    @classmethod
+    def of_view(cls, view: ScheduleView) -> ScheduleDetail:
+        schedule = view.schedule
+        return cls(
+            **ScheduleSummary.of(schedule).model_dump(),
+            payload=json.loads(schedule.payload_json),
+            max_attempts=schedule.max_attempts,
+            retry=schedule.retry,
+            start_at=_time(schedule.start_at_ms),
+            end_at=_time(schedule.end_at_ms),
+            misfire=schedule.misfire,
+            next_run_at=_time(view.next_run_at_ms),
+            last_run=RunSummary.of(view.last_run) if view.last_run else None,
         )
 
 
@@ -227,7 +206,7 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
     metrics.add_metric(name="SchedulesCreated", unit=MetricUnit.Count, value=int(created.created))
     view = deps.schedules.get(created.schedule.id)
     status = HTTPStatus.CREATED if created.created else HTTPStatus.OK
-    return _json(status, ScheduleDetail.of(view))
+    return _json(status, ScheduleDetail.of_view(view))
 
 
 @schedules_router.get(
@@ -261,7 +240,7 @@ def list_schedules(
 )
 def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     read = authorized_item(Schedule)
-    return ScheduleDetail.of(dependencies().schedules.get(schedule_id, read=read))
+    return ScheduleDetail.of_view(dependencies().schedules.get(schedule_id, read=read))
 
 
 @schedules_router.get(
@@ -301,7 +280,7 @@ def pause_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     deps = dependencies()
     deps.schedules.pause(schedule_id)
     metrics.add_metric(name="SchedulesPaused", unit=MetricUnit.Count, value=1)
-    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+    return ScheduleDetail.of_view(deps.schedules.get(schedule_id))
 
 
 @schedules_router.post(
@@ -322,7 +301,7 @@ def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     deps = dependencies()
     deps.schedules.resume(schedule_id)
     metrics.add_metric(name="SchedulesResumed", unit=MetricUnit.Count, value=1)
-    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+    return ScheduleDetail.of_view(deps.schedules.get(schedule_id))
 
 
 @schedules_router.patch(
@@ -357,7 +336,7 @@ def update_schedule(schedule_id: ScheduleId, request: UpdateSchedule) -> Updated
     deps = dependencies()
     updated = deps.schedules.update(schedule_id, request)
     metrics.add_metric(name="SchedulesUpdated", unit=MetricUnit.Count, value=1)
-    detail = ScheduleDetail.of(deps.schedules.get(schedule_id))
+    detail = ScheduleDetail.of_view(deps.schedules.get(schedule_id))
     return UpdatedScheduleDetail(
         **detail.model_dump(),
         applies_from=to_rfc3339(updated.applies_from_ms),

@@ -245,28 +245,6 @@ class RunsPage(ApiModel):
     next_before: datetime | None
 
 
-class ScheduleDetail(ApiModel):
-    id: str
-    name: str | None
-    cron: str | None
-    rate: str | None
-    timezone: str
-    queue: str
-    payload: JsonValue
-    priority: Priority
-    max_attempts: int | None
-    retry: RetryPolicy | None
-    start_at: datetime | None
-    end_at: datetime | None
-    misfire: Misfire
-    state: ScheduleState
-    created_at: datetime
-    paused_at: datetime | None
-    revision: int
-    next_run_at: datetime | None
-    last_run: RunSummary | None
-
-
 class ScheduleSummary(ApiModel):
     id: str
     name: str | None
@@ -279,6 +257,17 @@ class ScheduleSummary(ApiModel):
     created_at: datetime
     paused_at: datetime | None
     revision: int
+
+
+class ScheduleDetail(ScheduleSummary):
+    payload: JsonValue
+    max_attempts: int | None
+    retry: RetryPolicy | None
+    start_at: datetime | None
+    end_at: datetime | None
+    misfire: Misfire
+    next_run_at: datetime | None
+    last_run: RunSummary | None
 
 
 class SchedulePage(ApiModel):
