@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel, JsonValue
@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from botocore.credentials import Credentials
 
 Model = TypeVar("Model", bound=BaseModel)
+Item_co = TypeVar("Item_co", covariant=True)
 Time = datetime | str  # a datetime (timezone-aware), or RFC 3339 text as the API takes it
 
 
@@ -133,6 +134,26 @@ def _time(value: Time | None) -> str | None:
 
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
+
+
+class _Page(Protocol[Item_co]):
+    @property
+    def items(self) -> Sequence[Item_co]: ...
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+def _every_page(fetch: Callable[[str | None], _Page[Item_co]]) -> Iterator[Item_co]:
+    """The items of every page of a listing, fetching each (`fetch(cursor)`) as the iteration
+    reaches it."""
+    cursor: str | None = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 def _segment(value: str) -> str:
@@ -343,13 +364,7 @@ class SundialClient:
 
     def schedules(self, queue: str, *, page_size: int = 100) -> Iterator[ScheduleSummary]:
         """Every schedule of the queue, oldest first, page after page as the iteration goes."""
-        cursor: str | None = None
-        while True:
-            page = self.schedule_page(queue, cursor=cursor, limit=page_size)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        return _every_page(lambda cursor: self.schedule_page(queue, cursor=cursor, limit=page_size))
 
     def get_schedule(self, schedule_id: str) -> ScheduleDetail:
         """Safe to repeat."""
@@ -443,13 +458,7 @@ class SundialClient:
 
     def dags(self, queue: str, *, page_size: int = 100) -> Iterator[DagSummary]:
         """Every DAG of the queue, oldest first, page after page as the iteration goes."""
-        cursor: str | None = None
-        while True:
-            page = self.dag_page(queue, cursor=cursor, limit=page_size)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        return _every_page(lambda cursor: self.dag_page(queue, cursor=cursor, limit=page_size))
 
     def get_dag(self, dag_id: str) -> DagDetail:
         """The DAG's status and every node's. Safe to repeat."""
@@ -521,15 +530,11 @@ class SundialClient:
     ) -> Iterator[ListedJob]:
         """Every job of the queue with `status` in the window, in due order, page after page
         as the iteration goes."""
-        cursor: str | None = None
-        while True:
-            page = self.queue_jobs_page(
+        return _every_page(
+            lambda cursor: self.queue_jobs_page(
                 queue, status, since=since, until=until, cursor=cursor, limit=page_size
             )
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        )
 
     # -- dead letters -----------------------------------------------------------------------
 
@@ -567,9 +572,8 @@ class SundialClient:
     ) -> Iterator[DeadLetterView]:
         """Every dead letter of the queue (matching the filters), oldest first, fetching page
         after page (`page_size` each, at most 100) as the iteration goes."""
-        cursor: str | None = None
-        while True:
-            page = self.dead_letter_page(
+        return _every_page(
+            lambda cursor: self.dead_letter_page(
                 queue,
                 cursor=cursor,
                 limit=page_size,
@@ -577,10 +581,7 @@ class SundialClient:
                 until=until,
                 error_type=error_type,
             )
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        )
 
     def replay_dead_letters(
         self,

@@ -72,22 +72,10 @@ class DagListingStore(TableAdapter):
 
     def page(self, queue: str, *, limit: int, after_sk: str | None) -> tuple[list[str], str | None]:
         """Up to `limit` DAG ids of the queue's index, oldest first, and the sort key to go on
-        after (None at the end). Eventually consistent: half the read units."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": str_attr(dag_listing_pk(queue))},
-            "Limit": limit,
-        }
-        if after_sk is not None:
-            request["ExclusiveStartKey"] = {
-                "pk": str_attr(dag_listing_pk(queue)),
-                "sk": str_attr(after_sk),
-            }
-        response = self._db.query(**request)
-        last = response.get("LastEvaluatedKey")
-        ids = [item["dag_id"]["S"] for item in response.get("Items", [])]
-        return ids, (last["sk"]["S"] if last else None)
+        after (None at the end)."""
+        return self._index_page(
+            dag_listing_pk(queue), id_attribute="dag_id", limit=limit, after_sk=after_sk
+        )
 
     def node_refs(self) -> Iterator[DagNodeRef]:
         """Every DAG node in the table: a Scan, which reads (and is charged for) the whole

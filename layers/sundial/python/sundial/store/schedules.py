@@ -361,23 +361,10 @@ class ScheduleStore(TableAdapter):
         self, queue: str, *, limit: int, after_sk: str | None
     ) -> tuple[list[str], str | None]:
         """Up to `limit` schedule ids of the queue's listing, oldest first, and the sort key to
-        continue after (None at the end). Eventually consistent: half the read units, and a
-        schedule created a moment ago may appear on the next call."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": str_attr(listing_pk(queue))},
-            "Limit": limit,
-        }
-        if after_sk is not None:
-            request["ExclusiveStartKey"] = {
-                "pk": str_attr(listing_pk(queue)),
-                "sk": str_attr(after_sk),
-            }
-        response = self._db.query(**request)
-        ids = [item["schedule_id"]["S"] for item in response.get("Items", [])]
-        last = response.get("LastEvaluatedKey")
-        return ids, (last["sk"]["S"] if last else None)
+        continue after (None at the end)."""
+        return self._index_page(
+            listing_pk(queue), id_attribute="schedule_id", limit=limit, after_sk=after_sk
+        )
 
     def get_many(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
         """The schedule items of `schedule_ids` that exist (consistent reads)."""
