@@ -9,9 +9,10 @@ from typing import Any
 import boto3
 import pytest
 
-from sundial.backfill import backfill_schedules
+from sundial.backfill import backfill_schedules, main
 from sundial.clock import ManualClock
 from sundial.errors import InvalidInput, QueueNotFound
+from sundial.model.dag import SubmitDag
 from sundial.model.schedule import CreateSchedule, Schedule, ScheduleState, UpdateSchedule
 from sundial.services.cursors import encode_cursor
 from sundial.store.schedules import Indexed, listing_pk
@@ -155,3 +156,27 @@ def test_a_delete_racing_the_backfill_is_never_listed(
     # When the backfill writes its index item, Then the check of the schedule refuses it
     assert deps.schedule_store.index(schedule) is Indexed.DELETED
     assert _listing_items("default") == []
+
+
+def test_the_backfill_command_indexes_and_says_what_it_did(
+    deps: Dependencies, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a schedule and a DAG from before the indexes
+    schedule = _create(deps, clock)
+    deps.dags.submit(SubmitDag.model_validate({"name": "one", "nodes": {"a": {"queue": "email"}}}))
+    _drop_index("default")
+    client = boto3.client("dynamodb")
+    for item in client.scan(TableName=TABLE)["Items"]:
+        if item["pk"]["S"].startswith("dags#"):
+            client.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
+    # When `python -m sundial.backfill --table ...` runs, twice
+    main(["--table", TABLE])
+    main(["--table", TABLE, "--retention-days", "7"])
+    # Then the first run indexed both, the second found them indexed
+    assert capsys.readouterr().out.splitlines() == [
+        "schedules: 1 indexed, 0 already listed, 0 deleted (not listed)",
+        "DAG entries (one per DAG and queue): 1 written, 0 already there",
+        "schedules: 0 indexed, 1 already listed, 0 deleted (not listed)",
+        "DAG entries (one per DAG and queue): 0 written, 1 already there",
+    ]
+    assert _listed(deps) == [[schedule.id]]
