@@ -16,7 +16,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from stacks.functions import SundialFunction
+from stacks.functions import ENV_TABLE_NAME, SundialFunction
 from stacks.history_buckets import RAW_PREFIX
 from stacks.nag import acknowledge
 from stacks.settings import HistoryPipelineSettings, ObservabilitySettings
@@ -37,6 +37,15 @@ MAX_RECORD_AGE = Duration.hours(12)
 # Only job items can become history: Lambda's event filtering drops every other item kind of
 # the table (cursors, idempotency keys, meta items...) before an invocation is paid for.
 JOB_ITEMS_FILTER = {"dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.begins_with("shard#")}}}}
+
+
+def grant_delete_moved_job_pointers(table: dynamodb.ITable, grantee: iam.IGrantable) -> iam.Grant:
+    """DeleteItem on the job table, for the pointers of moved jobs whose items expired. IAM
+    cannot tell a pointer from a job by key (both live in the shards' partitions); the code's
+    delete is conditional on the item being that job's pointer (`moved_to`)."""
+    return iam.Grant.add_to_principal(
+        grantee=grantee, actions=["dynamodb:DeleteItem"], resource_arns=[table.table_arn]
+    )
 
 
 @jsii.implements(lambda_.IEventSourceDlq)
@@ -101,6 +110,7 @@ class HistoryCapture(Construct):
             environment={
                 ENV_HISTORY_BUCKET: raw_bucket.bucket_name,
                 ENV_HISTORY_PREFIX: RAW_PREFIX,
+                ENV_TABLE_NAME: table.table_name,
             },
             observability=observability,
         )
@@ -111,6 +121,9 @@ class HistoryCapture(Construct):
                 resources=[raw_bucket.arn_for_objects(f"{RAW_PREFIX}/*")],
             )
         )
+        # A moved job's pointer is deleted when the job's item expires (its TTL removal comes
+        # through the stream; sundial.history.capture.expired_moved_job): DeleteItem only.
+        grant_delete_moved_job_pointers(table, self.function)
         self.event_source = event_sources.DynamoEventSource(
             table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,

@@ -264,6 +264,26 @@ def test_a_message_redriven_by_sqs_marks_its_job_dead_and_is_replayable(
     assert _call("POST", "/queues/default/dead/replay", {})[1]["replayed"] == [job_id]
 
 
+def test_a_letter_read_after_its_job_was_retried_leaves_the_retried_attempt_alone(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a job that died (its letter waiting in the DLQ, not yet indexed), then retried by
+    # id before the indexer got to the letter: its second attempt is queued
+    job_id = delayed_job(deps, clock, harness, payload={"error": "bad"})
+    harness.poll()
+    assert deps.jobs.get(job_id).status is Status.DEAD
+    assert deps.jobs.retry(job_id).status is Status.QUEUED
+    # When the indexer reads the first attempt's letter (found by the simulation's
+    # dead-letter profile, seed 3: it marked the retried job dead as "redriven")
+    assert _drain_dead_letter_queue(deps) == 1
+    # Then the retried job is still queued, with no redrive in its history, and no letter is
+    # listed for it (it is not dead)
+    job = deps.jobs.get(job_id)
+    assert job.status is Status.QUEUED
+    assert [e.error_type for e in job.history] == ["BadAddressError"]
+    assert _call("GET", "/queues/default/dead")[1]["items"] == []
+
+
 def test_a_body_that_is_not_an_envelope_is_kept_but_not_replayed(deps: Dependencies) -> None:
     # Given a poison message in the DLQ (someone sent junk to the job queue)
     sqs = boto3.client("sqs")

@@ -105,7 +105,7 @@ def test_the_stream_feeds_the_history_function(synthesized: Synthesized) -> None
     }
 
 
-def test_the_history_function_may_write_history_failed_batches_and_replay_markers_only(
+def test_the_history_function_may_write_history_and_delete_expired_moved_jobs_pointers_only(
     synthesized: Synthesized,
 ) -> None:
     properties = synthesized.resources("AWS::Lambda::Function")[
@@ -123,6 +123,7 @@ def test_the_history_function_may_write_history_failed_batches_and_replay_marker
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
         "dynamodb:ListStreams",
+        "dynamodb:DeleteItem",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "xray:PutTraceSegments",
@@ -132,6 +133,11 @@ def test_the_history_function_may_write_history_failed_batches_and_replay_marker
     assert prefixes == ["/aws/lambda/*", "/history/*", "/replayed/*"]
     # The replay reads failed batches and nothing else
     assert [r["Fn::Join"][1][1] for r in allowed["s3:GetObject"]] == ["/aws/lambda/*"]
+    # And it deletes items of the job table only (a moved job's pointer once the job's item
+    # expired; the code's delete is conditional on the item being that pointer)
+    table = synthesized.logical_id("JobTable/Table")
+    assert allowed["dynamodb:DeleteItem"] == [{"Fn::GetAtt": [table, "Arn"]}]
+    assert properties["Environment"]["Variables"]["SUNDIAL_TABLE_NAME"] == {"Ref": table}
 
 
 def test_failed_history_batches_are_replayed_every_hour(synthesized: Synthesized) -> None:

@@ -560,9 +560,28 @@ def _history(world: World) -> None:
     streams = boto3.client(
         "dynamodbstreams", endpoint_url="https://streams.dynamodb.us-east-1.amazonaws.com"
     )
-    event = StreamReader(streams, world.template.get_att(table_id, "StreamArn")).next_event()
+    reader = StreamReader(streams, world.template.get_att(table_id, "StreamArn"))
+    event = reader.next_event()
     assert event["Records"]
     world.invoke("history", event)
+    # And DynamoDB's TTL removing a moved job's item (played by the test: moto runs no TTL):
+    # the history function deletes the job's pointer
+    table = world.template.physical[table_id]
+    dynamodb = boto3.client("dynamodb")
+    [moved] = [
+        item
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table)
+        for item in page["Items"]
+        if "origin" in item and "moved_to" not in item
+    ]
+    dynamodb.delete_item(TableName=table, Key={"pk": moved["pk"], "sk": moved["sk"]})
+    ttl = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    [removal] = reader.next_event()["Records"]
+    assert world.invoke("history", {"Records": [removal | {"userIdentity": ttl}]}) == {
+        "batchItemFailures": []
+    }
+    pointer = {"pk": moved["pk"], "sk": moved["origin"]}
+    assert "Item" not in dynamodb.get_item(TableName=table, Key=pointer)
     # And the hourly replay of a batch Lambda gave up on (written as Lambda's S3 destination
     # writes it, with a client of the test's own: that write is Lambda's, not the handler's)
     bucket = world.environment["history"]["SUNDIAL_HISTORY_BUCKET"]

@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--movers", action="store_true", help="a client moving jobs every tick (issue 18)"
     )
+    parser.add_argument(
+        "--dead-letters",
+        action="store_true",
+        help="some jobs die: DLQ indexing, replays and retries by id race everything",
+    )
     args = parser.parse_args(argv)
     # The code under test logs every injected fault it handles; the trace says it better.
     logging.disable(logging.CRITICAL)
@@ -58,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         faults=faults,
         flood=flood,
         movers=args.movers,
+        dead_letters=args.dead_letters,
     )
     result = simulate(config)
     injected = dict(sorted(result.faults.items()))
@@ -65,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         f"seed {result.seed}: {result.jobs} jobs, faults {injected},"
         f" duplicates after a fault {result.duplicates_after_fault},"
         f" quota refusals {dict(sorted(result.refusals.items()))},"
-        f" moves answered {result.moves_answered} (jobs moved and run {result.moved_and_ran})"
+        f" moves answered {result.moves_answered} (jobs moved and run {result.moved_and_ran}),"
+        f" died and came back {result.died_and_came_back}"
     )
     if flood is not None:
         lateness = sorted(result.quiet_lateness_ms) or [0]
@@ -85,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     for violation in result.violations:
         print(f"VIOLATION {violation}")
     flags = (" --clean" if args.clean else "") + (f" --flood {args.flood}" if args.flood else "")
+    flags += (" --movers" if args.movers else "") + (" --dead-letters" if args.dead_letters else "")
     print(
         f"the whole trace: {trace}\nreplay: python -m tests.simulation --seed {result.seed}"
         f" --jobs {args.jobs}{flags} --trace"

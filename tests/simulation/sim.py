@@ -58,6 +58,7 @@ from unittest import mock
 
 import boto3
 import moto.core.utils
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -73,6 +74,7 @@ from sundial.errors import (
     Unavailable,
 )
 from sundial.ids import JobKey
+from sundial.local.triggers import sqs_record
 from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
 from sundial.model.recurrence import CronRecurrence, zone
@@ -85,6 +87,9 @@ from sundial.model.schedule import (
 )
 from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.runs.attempts import LifecycleDeps
+from sundial.runs.consumer import NonRetryableError
+from sundial.runs.dlq_indexer import REDRIVE_ERROR
+from sundial.services.dead_letters import DeadLetterFilter
 from sundial.services.schedules import RunView
 from sundial.store.idempotency import IDEM_SK, idempotency_pk
 from sundial.timing import CLAIM_LEASE_MS
@@ -160,6 +165,11 @@ class Config:
     # often one due about now, racing its claim, its send and its run), besides the racing
     # clients' occasional moves.
     movers: bool = False
+    # Dead letters: with `dead_letters`, a quarter of the plain jobs fail their first attempt
+    # with a non-retryable error, so they die and reach their DLQ. An indexer drains the DLQs
+    # every tick, a replayer replays dead letters (all of a queue, or one job's) and clients
+    # retry dead jobs by id (POST /jobs/{id}/retry), racing each other and everything else.
+    dead_letters: bool = False
 
 
 # -- the cooperative scheduler ----------------------------------------------------------------
@@ -298,6 +308,9 @@ class Ledger:
     unanswered_moves: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     submitted_payload: dict[str, str] = field(default_factory=dict)  # job id -> payload JSON
     run_payloads: list[str] = field(default_factory=list)  # the payload of each run, as `runs`
+    poisoned: set[str] = field(default_factory=set)  # submitted to fail their first attempt
+    succeeded: set[str] = field(default_factory=set)  # ran to the end at least once
+    retried: set[str] = field(default_factory=set)  # a retry by id answered 200
 
     def crashed(self) -> bool:
         return bool(
@@ -327,6 +340,11 @@ class RunResult:
     pacing_errors: list[str] = field(default_factory=list)
     moves_answered: int = 0  # moves (PATCH /jobs/{id}) answered 200
     moved_and_ran: int = 0  # jobs moved (200) that then ran
+    # Dead letters (Config.dead_letters): jobs that died and were never run again to the end,
+    # and how many died and came back.
+    never_brought_back: list[str] = field(default_factory=list)
+    killed_by_stale_letters: list[str] = field(default_factory=list)
+    died_and_came_back: int = 0
 
     @property
     def violations(self) -> list[str]:
@@ -336,6 +354,8 @@ class RunResult:
         out += [f"cancelled then ran {job}" for job in self.cancelled_then_ran]
         out += [f"refused by a quota, yet written: {what}" for what in self.refused_but_written]
         out += [f"late {job}" for job in self.late]
+        out += [f"dead and never brought back by a replay {job}" for job in self.never_brought_back]
+        out += [f"marked dead by a stale dead letter {job}" for job in self.killed_by_stale_letters]
         return out + self.schedule_errors + self.dag_errors + self.pacing_errors
 
 
@@ -530,6 +550,8 @@ class World:
             "sweeper-2",
             "consumer-1",
             "consumer-2",
+            "dead-indexer",
+            "replayer",
         ):
             self.slots[name] = Slot(self, name)
         # The observer's sends (the drain's resumes and repeated requests) are recorded too.
@@ -556,6 +578,10 @@ class World:
         self.ledger.payloads[job.id] = job.payload
         self.ledger.run_payloads.append(_canonical(job.payload))
         self.trace(f"  EFFECT {job.id} attempt {job.attempt} at {to_rfc3339(now)}")
+        if isinstance(job.payload, dict) and job.payload.get("poison") and job.attempt == 1:
+            self.trace(f"     {job.id} fails: poisoned")
+            raise NonRetryableError("poisoned: fails its first attempt (the simulation)")
+        self.ledger.succeeded.add(job.id)
         return {"ran": job.id}
 
     # -- operations (each is one actor's work) -----------------------------------------------
@@ -618,7 +644,7 @@ class World:
             SubmitJob(
                 queue=self.rng.choice(QUEUES),
                 delay_seconds=self.rng.choice([0, 5, 30, 200, 600, 950, 1500]),
-                payload={"n": self.rng.randrange(1000)},
+                payload=self._payload(),
                 idempotency_key=f"k{self.rng.randrange(10**9)}"
                 if self.rng.random() < 0.5
                 else None,
@@ -645,6 +671,8 @@ class World:
             self.ledger.accepted[result.job.id] = result.job.due_ms
             self.ledger.queue_of[result.job.id] = request.queue
             self.ledger.submitted_payload[result.job.id] = _canonical(request.payload)
+            if isinstance(request.payload, dict) and request.payload.get("poison"):
+                self.ledger.poisoned.add(result.job.id)
             self.job_ids.append(result.job.id)
             if request.idempotency_key and self.rng.random() < 0.2:  # a repeat, later
                 try:
@@ -655,6 +683,13 @@ class World:
                 except SubmissionRateExceeded:
                     continue  # the client repeats it after Retry-After (the drain)
                 assert repeat.job.id == result.job.id, "an idempotent repeat made a new job"
+
+    def _payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"n": self.rng.randrange(1000)}
+        # Drawn only with dead letters on: the other profiles' seeds replay as they did.
+        if self.config.dead_letters and self.rng.random() < 0.25:
+            payload["poison"] = True
+        return payload
 
     def op_cancel(self, slot: str) -> None:
         if not self.job_ids:
@@ -816,6 +851,41 @@ class World:
             self.ledger.dag_nodes[node.id] = (f"{view.id}/{node.dag.node}", parents)
             self.ledger.accepted[node.id] = node.due_ms
 
+    def op_index_dead(self, slot: str) -> None:
+        """The dead-letter indexer Lambda: each DLQ's messages indexed (a redriven one marked
+        dead), each deleted once indexed; one that failed comes back after its visibility."""
+        s = self.slots[slot]
+        for queue, url in s.deps.settings.dead_letter_urls.items():
+            messages = s.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            arn = f"arn:aws:sqs:us-east-1:123456789012:{url.rsplit('/', 1)[-1]}"
+            for message in messages:
+                s.deps.dead_letter_indexer.index(SQSRecord(sqs_record(dict(message), arn)))
+                s.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                self.trace(f"     indexed a dead letter of {queue}")
+
+    def op_replay_dead(self, slot: str) -> None:
+        """POST /queues/{q}/dead/replay: every letter of a queue, a few at a time, or one job's
+        (the admin UI's replay of one letter)."""
+        queue = self.rng.choice(QUEUES)
+        job_id = None
+        if self.ledger.poisoned and self.rng.random() < 0.5:
+            job_id = self.rng.choice(sorted(self.ledger.poisoned))
+        which = DeadLetterFilter(job_id=job_id)
+        limit = self.rng.choice([1, 3, 500])
+        self._answered(slot, lambda deps: deps.dead_letters.replay(queue, which, limit=limit))
+
+    def op_retry_job(self, slot: str) -> None:
+        """POST /jobs/{id}/retry of a job submitted to die, racing its replay and its death.
+        A retry re-runs a cancelled job too, by request: such a job is let off the oracle's
+        "cancelled then ran" (recorded before the call: a retry with no answer may land)."""
+        if not self.ledger.poisoned:
+            return
+        job_id = self.rng.choice(sorted(self.ledger.poisoned))
+        self.ledger.retried.add(job_id)
+        self._answered(slot, lambda deps: deps.jobs.retry(job_id))
+
     def op_sweep(self, slot: str) -> None:
         shards = list(range(SHARDS))
         self.slots[slot].deps.sweeper.sweep(shards)
@@ -874,6 +944,10 @@ class World:
                 add(slot_x, name, partial(op, slot_x))
         if self.config.movers and rng.random() < 0.8:
             add("mover", "move job", lambda: self.op_move_job("mover", due_now_bias=0.8))
+        if self.config.dead_letters:
+            add("dead-indexer", "index dead letters", lambda: self.op_index_dead("dead-indexer"))
+            if rng.random() < 0.5:
+                add("replayer", "replay dead letters", lambda: self.op_replay_dead("replayer"))
         if tick % 2 == 0:
             add("sweeper-1", "sweep", lambda: self.op_sweep("sweeper-1"))
             if rng.random() < 0.5:  # a second sweeper on the same shards (a retried tick)
@@ -887,7 +961,9 @@ class World:
         return actors, jobs_left
 
     def _racing_ops(self) -> list[tuple[str, Callable[[str], None]]]:
+        dead_letters = [("retry job", self.op_retry_job)] if self.config.dead_letters else []
         return [
+            *dead_letters,
             ("cancel", self.op_cancel),
             ("cancel", self.op_cancel),
             ("pause job", self.op_pause_job),
@@ -969,6 +1045,7 @@ class World:
             self.clock.advance(seconds=60)
             self.scheduler.run(
                 [Actor("sweeper-1:sweep", lambda: self.op_sweep("sweeper-1"))]
+                + self._drain_dead_letters()
                 + [
                     Actor(
                         f"consumer-{i}:consume",
@@ -977,6 +1054,22 @@ class World:
                     for i, q in enumerate(QUEUES, start=1)
                 ]
             )
+
+    def _drain_dead_letters(self) -> list[Actor]:
+        """With dead letters on, the drain indexes every DLQ and replays every queue's letters,
+        as an operator would once the poison is gone."""
+        if not self.config.dead_letters:
+            return []
+
+        def replay_all() -> None:
+            for queue in QUEUES:
+                while self.observer.dead_letters.replay(queue, DeadLetterFilter(), limit=500).more:
+                    pass
+
+        return [
+            Actor("dead-indexer:index", lambda: self.op_index_dead("dead-indexer")),
+            Actor("replayer:replay all", replay_all),
+        ]
 
     def _consume_all(self, slot: str, queue: str) -> None:
         for _ in range(20):
@@ -1006,7 +1099,7 @@ class World:
         for job_id, due_ms in ledger.accepted.items():
             runs = runs_by_job.get(job_id, [])
             if job_id in ledger.cancelled:
-                if runs:
+                if runs and job_id not in ledger.retried:
                     cancelled_ran.append(job_id)
                 continue
             if not runs and job_id not in ledger.maybe_cancelled:
@@ -1035,7 +1128,11 @@ class World:
             f"attempt {cid} wrote a job" for cid in ledger.refused if cid in written
         ]
         quiet, late, pacing = self._check_flood()
+        never_back, stale = self._check_dead_letters(runs_by_job)
         return RunResult(
+            never_brought_back=never_back,
+            killed_by_stale_letters=stale,
+            died_and_came_back=len(ledger.poisoned & ledger.succeeded & set(runs_by_job)),
             moves_answered=sum(len(moves) for moves in ledger.moves.values()),
             moved_and_ran=sum(1 for job_id in ledger.moves if job_id in runs_by_job),
             refusals=ledger.refusals,
@@ -1055,6 +1152,29 @@ class World:
             dag_errors=dag_errors,
             trace=self.lines,
         )
+
+    def _check_dead_letters(
+        self, runs_by_job: dict[str, list[tuple[int, int]]]
+    ) -> tuple[list[str], list[str]]:
+        """Jobs that died (poisoned) and never ran to the end after the drain's replays; and,
+        in a run where no consumer crashed, jobs marked dead for a redrive that never was."""
+        ledger, deps = self.ledger, self.observer
+        never_back = [
+            job_id
+            for job_id in sorted(ledger.poisoned)
+            if job_id in runs_by_job
+            and job_id not in ledger.succeeded
+            and job_id not in ledger.cancelled | ledger.maybe_cancelled
+        ]
+        stale = []
+        if not ledger.crashed():
+            # No consumer crashed, so SQS redrove nothing: a job marked dead for a redrive was
+            # killed by a stale letter (one indexed after the job was retried).
+            for job_id in sorted(ledger.poisoned):
+                job = deps.store.get(JobKey.from_job_id(job_id))
+                if job is not None and any(e.error_type == REDRIVE_ERROR for e in job.history):
+                    stale.append(job_id)
+        return never_back, stale
 
     def _check_moved(self, job_id: str, submitted_due_ms: int) -> list[str]:
         """A moved job's runs: each run of its first attempt comes no earlier than the due time

@@ -15,13 +15,20 @@ JOBS = 40
 
 
 @pytest.mark.parametrize(
-    ("seed", "clean", "movers"),
-    [(1, True, True), (2, False, True), (3, True, False), (4, False, False), (5, False, False)],
+    ("seed", "clean", "extra"),
+    [
+        (1, True, "--movers"),
+        (2, False, "--movers"),
+        (3, True, "--dead-letters"),
+        (4, False, "--dead-letters"),
+        (5, False, None),
+    ],
 )
-def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, movers: bool) -> None:
-    """`movers`: a client moves jobs (PATCH /jobs/{id}) nearly every tick (issue 18)."""
+def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, extra: str | None) -> None:
+    """`--movers`: a client moves jobs (PATCH /jobs/{id}) nearly every tick (issue 18).
+    `--dead-letters`: some jobs die; DLQ indexing, replays and retries by id race the rest."""
     command = [sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--jobs", str(JOBS)]
-    command += ["--movers"] if movers else []
+    command += [extra] if extra else []
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     run = subprocess.run(
         [*command, *(["--clean"] if clean else [])],

@@ -330,3 +330,83 @@ def test_a_dags_nodes_are_recorded_with_their_dag_id(
         ("queued", "running", 1),
         ("running", "succeeded", 1),
     }
+
+
+def _ttl_removal_of(key: Any, stream: StreamReader) -> dict[str, Any]:
+    """DynamoDB's TTL process removing the item at `key`, as the stream delivers it (moto does
+    not run TTL: the item is deleted, and the record marked as the TTL process marks it)."""
+    boto3.client("dynamodb").delete_item(
+        TableName=TABLE, Key={"pk": {"S": key.pk}, "sk": {"S": key.sk}}
+    )
+    [removal] = stream.next_event()["Records"]
+    return dict(removal) | {
+        "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    }
+
+
+def test_a_moved_jobs_pointer_goes_when_the_jobs_item_expires(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given two moved jobs that ran; the second moved on again (its pointer names its last key)
+    harness = Harness(deps, clock, lambda job: None)
+    first = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
+    second = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
+    moved = deps.moves.move(first.id, ChangeJob(delay_seconds=0))
+    passed = deps.moves.move(second.id, ChangeJob(delay_seconds=7200))
+    deps.moves.move(second.id, ChangeJob(delay_seconds=0))
+    harness.poll()
+    assert deps.jobs.get(first.id).status is deps.jobs.get(second.id).status
+    stream.next_event()
+    table = boto3.client("dynamodb")
+    origin = {"pk": {"S": first.key.pk}, "sk": {"S": first.key.sk}}
+    assert table.get_item(TableName=TABLE, Key=origin)["Item"]["moved_to"]["S"] == moved.key.sk
+    recorder = history_recorder(
+        environ={
+            "SUNDIAL_HISTORY_BUCKET": BUCKET,
+            "SUNDIAL_HISTORY_PREFIX": PREFIX,
+            "SUNDIAL_TABLE_NAME": TABLE,
+        }
+    )
+
+    # When the first job's item expires (TTL), and a removal of the key the second job
+    # passed through arrives too (a pointer must outlive everything but its job's own item)
+    expired = _ttl_removal_of(moved.key, stream)
+    passed_through = expired | {"eventID": "e" * 32}
+    passed_through["dynamodb"] = dict(expired["dynamodb"]) | {
+        "Keys": {"pk": {"S": passed.key.pk}, "sk": {"S": passed.key.sk}},
+        "OldImage": dict(expired["dynamodb"]["OldImage"])
+        | {"pk": {"S": passed.key.pk}, "sk": {"S": passed.key.sk}, "origin": {"S": second.key.sk}},
+    }
+    assert recorder.handle({"Records": [expired, passed_through]}, FakeLambdaContext()) == {
+        "batchItemFailures": []
+    }
+
+    # Then the first job's pointer is gone (its id is unknown now, as for any expired job),
+    # and the second's, which names the second's live item, stays: its id still works
+    assert "Item" not in table.get_item(TableName=TABLE, Key=origin)
+    assert deps.jobs.get(second.id).id == second.id
+    # And a repeat of the batch (a stream retry) is harmless
+    assert recorder.handle({"Records": [expired]}, FakeLambdaContext()) == {"batchItemFailures": []}
+
+
+def test_a_job_never_moved_leaves_nothing_to_delete_when_it_expires(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given a job that ran where it was submitted, and another job's live item
+    harness = Harness(deps, clock, lambda job: None)
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=0)).job
+    other = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
+    harness.poll()
+    stream.next_event()
+    recorder = history_recorder(
+        environ={
+            "SUNDIAL_HISTORY_BUCKET": BUCKET,
+            "SUNDIAL_HISTORY_PREFIX": PREFIX,
+            "SUNDIAL_TABLE_NAME": TABLE,
+        }
+    )
+    # When its item expires, Then the history records it and no other item is touched
+    assert recorder.handle(
+        {"Records": [_ttl_removal_of(job.key, stream)]}, FakeLambdaContext()
+    ) == {"batchItemFailures": []}
+    assert deps.jobs.get(other.id).id == other.id

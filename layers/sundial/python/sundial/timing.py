@@ -176,8 +176,13 @@ an API call under SUBMIT_TIMEOUT). What it interleaves with, and why the invaria
   that key and struck off; if it was due soon on the paused queue, its move recorded it again).
 - A retry timer of a moved job names the job's origin (its id) and carries its revision.
 Reads by id follow the pointer (a moved job costs one more read); due-range queries leave
-pointers out (a FilterExpression). The pointer expires two retention periods after the job's due
-time; the job's history keeps every move (at most MAX_MOVES).
+pointers out (a FilterExpression). The pointer has no expiry of its own (a paused or retried job
+lives for any time, and its id must keep working): when DynamoDB's TTL removes the job's item,
+the history Lambda, reading that removal from the stream, deletes the pointer, conditional on
+it still naming that item (a job moved on or back since keeps its pointer). A crash or a failed
+batch repeats the delete (stream retries); a pointer is never deleted while its job's item
+lives, because the item only expires after its job ended and was kept for its retention. The
+job's history keeps every move (at most MAX_MOVES).
 
 THE CURSOR RULE. A shard's cursor only ever moves forward (advance_cursor's condition), and a
 sweep moves it past a job only if that job needs nothing from a sweep: sent (by this sweep, or
@@ -268,6 +273,30 @@ Why the invariants hold, against what it interleaves with:
   dead one used: the rate may briefly exceed the cap after a crash; nothing else changes.
 - Direct sends (the submit's, a release's, a consumer's retries and DAG children) are not
   paced: a job due within 15 minutes of its submission is bounded by the submission quota.
+
+DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simulation's
+`--dead-letters` profile races them). Their write sequences:
+- Death by the consumer: mark the attempt's job dead (conditional on that attempt), then send
+  its envelope to the DLQ, then delete the job's message. A crash between leaves the message,
+  SQS redelivers it, and the fence, finding that attempt dead, sends the letter again (the
+  index keeps one item per job and death time).
+- Redrive by SQS (a consumer crashed on every delivery): the indexer marks the job dead, bound
+  to the envelope's attempt (AttemptStore.mark_dead: that attempt still waiting or running),
+  then puts the index item, then the message is deleted. A crash between repeats the whole
+  message: the conditional write and the put are idempotent (one item per job and death time).
+- Indexing a letter of a job that is no longer dead: the job was retried (by id, or by a replay
+  of an earlier letter) or finished. Its letter is dropped, and the job is left alone: the
+  attempt bound above refuses to mark a later attempt dead (the simulation found the version
+  without it marking a retried job dead, seed 3 of that profile).
+- Replay: per letter, JobService.retry(only_dead=True) (dead -> pending and direct, send, claim
+  with lease 0), then the index item is deleted. Two replays, or a replay and a retry by id,
+  race on the conditional requeue: one wins, the other gets a 409 and skips (and deletes the
+  item). A crash after the requeue and before the send leaves the job pending and direct; a
+  retry or replay after SUBMIT_IN_FLIGHT_MS takes it again, and the consumer's fence admits
+  exactly attempts + 1, so at most one delivery runs. A crash before the item's delete leaves
+  an item whose job is no longer dead: the next replay skips it and deletes it.
+- Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
+  a retry by id of a cancelled job re-runs it, by request (README: Jobs).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from sundial.store.dag_listing import DagListingStore
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.idempotency import IdempotencyKeys
+from sundial.store.job_items import MovedJobPointers
 from sundial.store.job_listing import JobRangeReader
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
@@ -418,15 +419,21 @@ _history: HistoryFunctions | None = None
 def history(
     environ: Mapping[str, str] | None = None, session: boto3.Session | None = None
 ) -> HistoryFunctions:
-    """The history Lambda's collaborators (its own settings: it needs no table or queues),
-    built once per process; passing `environ` or `session` builds new ones (tests)."""
+    """The history Lambda's collaborators (its own settings: no queues, and the table only to
+    delete expired moved jobs' pointers), built once per process; passing `environ` or
+    `session` builds new ones (tests)."""
     global _history  # noqa: PLW0603 - one S3 client per Lambda container, built lazily
     if _history is None or environ is not None or session is not None:
         settings = HistorySettings.from_env(environ if environ is not None else os.environ)
-        client: Any = (session or boto3.Session()).client("s3", config=_BOTO_CONFIG)
+        aws = session or boto3.Session()
+        client: Any = aws.client("s3", config=_BOTO_CONFIG)
         writer = HistoryWriter(client, settings.history_bucket, settings.history_prefix)
+        pointers = None
+        if settings.table_name is not None:
+            dynamodb: Any = aws.client("dynamodb", config=_BOTO_CONFIG)
+            pointers = MovedJobPointers(dynamodb, settings.table_name)
         _history = HistoryFunctions(
-            recorder=HistoryRecorder(writer),
+            recorder=HistoryRecorder(writer, pointers),
             replayer=FailedBatchReplayer(client, settings.history_bucket, writer),
         )
     return _history

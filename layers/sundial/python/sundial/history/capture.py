@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sundial.ids import SHARD_PREFIX, SK_DIGITS, JobKey
 from sundial.settings import EnvSettings
+from sundial.store.job_items import MovedJobPointers
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client
@@ -319,14 +320,17 @@ class HistoryRecorder:
     before it are written now, and everything from it on comes again. If S3 refuses the write,
     the invocation fails as a whole and Lambda retries (bisecting the batch)."""
 
-    def __init__(self, writer: HistoryWriter) -> None:
+    def __init__(self, writer: HistoryWriter, pointers: MovedJobPointers | None = None) -> None:
+        """`pointers`: deletes a moved job's pointer when the job's item expires (None: a
+        recorder that only records, as in tests of the history alone)."""
         self._writer = writer
+        self._pointers = pointers
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         processor = BatchProcessor(
             event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
         )
-        with processor(records=list(event.get("Records", [])), handler=event_from_record):
+        with processor(records=list(event.get("Records", [])), handler=self._record):
             outcomes = processor.process()
         events: list[HistoryEvent] = []
         for outcome, result, _ in outcomes:
@@ -339,9 +343,37 @@ class HistoryRecorder:
             logger.info("history written", extra={"events": len(events), "objects": keys})
         return dict(processor.response())
 
+    def _record(self, record: DynamoDBRecord) -> HistoryEvent | None:
+        event = event_from_record(record)
+        expired = expired_moved_job(record) if self._pointers is not None else None
+        if expired is not None:
+            assert self._pointers is not None
+            origin, key = expired
+            self._pointers.forget(origin, moved_to=key)
+        return event
+
+
+def expired_moved_job(record: DynamoDBRecord) -> tuple[JobKey, JobKey] | None:
+    """(its origin, its key) when `record` is DynamoDB's TTL removing a moved job's item: its
+    pointer at the origin has nothing left to point at."""
+    stream = record.dynamodb
+    if stream is None or not is_ttl_removal(record):
+        return None
+    pk, sk = stream.keys.get("pk"), stream.keys.get("sk")
+    old = stream.old_image or {}
+    origin = _str(old, "origin")
+    if not is_job_key(pk, sk) or origin is None or "moved_to" in old or "retry_of" in old:
+        return None
+    assert isinstance(pk, str) and isinstance(sk, str)
+    key = JobKey.from_item_keys(pk, sk)
+    return (JobKey.from_item_keys(pk, origin), key) if origin != sk else None
+
 
 class HistorySettings(EnvSettings):
     """The history Lambda's environment: SUNDIAL_HISTORY_BUCKET, SUNDIAL_HISTORY_PREFIX."""
 
     history_bucket: str = Field(min_length=3)
     history_prefix: str = Field(default="history", min_length=1)
+    # The job table, whose moved jobs' pointers the recorder deletes when their items expire
+    # (SUNDIAL_TABLE_NAME; None: the recorder only records).
+    table_name: str | None = None

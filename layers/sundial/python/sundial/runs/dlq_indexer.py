@@ -117,7 +117,10 @@ class DeadLetterIndexer:
 
     def _mark_redriven(self, job: Job, envelope: Envelope, now: int) -> Job | None:
         """SQS redrove the message: its consumer kept failing before it ended the attempt, so
-        the job is marked dead here. None when the job finished otherwise meanwhile."""
+        the job is marked dead here, if that attempt is still the one waiting or running. None
+        when the job went on otherwise meanwhile: it finished, or it was retried after it died
+        (by id or a replay) before this letter was read, and its next attempt must not die of
+        this one's letter."""
         redriven = AttemptError(
             attempt=envelope.attempt,
             at_ms=now,
@@ -126,10 +129,17 @@ class DeadLetterIndexer:
             traceback_head="",
         )
         marked, current = self._attempt_store.mark_dead(
-            job.key, error=redriven, now_ms=now, expires_at_s=now // 1000 + self._retention_s
+            job.key,
+            attempt=envelope.attempt,
+            error=redriven,
+            now_ms=now,
+            expires_at_s=now // 1000 + self._retention_s,
         )
         if current is not None and (marked or current.status is Status.DEAD):
             return current  # dead now (by this write, or meanwhile by an earlier delivery)
         status = current.status if current else "gone"
-        logger.info("dead letter dropped: the job finished", extra={"id": job.id, "status": status})
+        logger.info(
+            "dead letter dropped: the job finished or was retried",
+            extra={"id": job.id, "status": status},
+        )
         return None

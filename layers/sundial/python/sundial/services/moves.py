@@ -163,9 +163,6 @@ class JobMover:
 
     def _write(self, current: Job, moved: Job, now: int) -> bool:
         """Write the move. False if the job changed since it was read (nothing written)."""
-        # The pointer resolves the id as long as the job's item can live: its retention after
-        # its due time, and as long again for retries and a late run.
-        pointer_expires_at_s = moved.due_ms // 1000 + 2 * self._retention_s
         held = (
             moved.direct
             and self._queue_states is not None
@@ -179,9 +176,7 @@ class JobMover:
             waiting = dataclasses.replace(
                 moved, direct=False, resumed_at_ms=None, expires_at_s=None
             )
-            writes = self._store.move_writes(
-                current, waiting, pointer_expires_at_s=pointer_expires_at_s
-            )
+            writes = self._store.move_writes(current, waiting)
             hold = self._queue_states.hold_with(moved.queue, writes, record=[waiting.key.job_id])
             if hold is Hold.HELD:
                 moved.direct, moved.resumed_at_ms, moved.expires_at_s = False, None, None
@@ -189,4 +184,4 @@ class JobMover:
             if hold is Hold.JOB_CHANGED:
                 return False
             # The queue was resumed meanwhile: send the job here, as on a running queue.
-        return self._store.move(current, moved, pointer_expires_at_s=pointer_expires_at_s)
+        return self._store.move(current, moved)

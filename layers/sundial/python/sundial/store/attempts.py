@@ -161,18 +161,19 @@ class AttemptStore(JobItemStore):
         )
 
     def mark_dead(
-        self, key: JobKey, *, error: AttemptError, now_ms: int, expires_at_s: int
+        self, key: JobKey, *, attempt: int, error: AttemptError, now_ms: int, expires_at_s: int
     ) -> tuple[bool, Job | None]:
-        """Any unfinished status -> dead, with `error` added to the history: for a message that
-        SQS redrove to the DLQ because its consumer kept crashing before ending the attempt."""
+        """`attempt` (waiting to start, or running) -> dead, with `error` added to the history:
+        for a message of that attempt that SQS redrove to the DLQ because its consumer kept
+        crashing before ending it. Bound to the attempt, as ending an attempt is: a letter read
+        after the job was retried (a later attempt waits or runs) or ended leaves it alone."""
         return self._update_job(
             key,
             update=MARK_DEAD,
-            condition="attribute_exists(pk) AND NOT #status IN (:dead, :ok, :cancelled)",
+            condition=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
             values={
+                **self._attempt_values(attempt),
                 ":dead": str_attr(Status.DEAD),
-                ":ok": str_attr(Status.SUCCEEDED),
-                ":cancelled": str_attr(Status.CANCELLED),
                 ":now": num_attr(now_ms),
                 ":expires": num_attr(expires_at_s),
                 **appended_error(error),

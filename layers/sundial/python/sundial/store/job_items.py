@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from botocore.exceptions import ClientError
+
 from sundial.errors import Unavailable
 from sundial.ids import JobKey
 from sundial.model.job import (
@@ -30,7 +32,15 @@ from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
     pass
-from sundial.store.table import Item, TableAdapter, key_item, num_attr, opt_int, str_attr
+from sundial.store.table import (
+    Item,
+    TableAdapter,
+    is_condition_failure,
+    key_item,
+    num_attr,
+    opt_int,
+    str_attr,
+)
 
 
 def job_to_item(job: Job) -> Item:
@@ -103,14 +113,15 @@ def _moves_to_item(job: Job) -> Item:
 MOVED = "moved"
 
 
-def pointer_item(origin: JobKey, *, to: JobKey, revision: int, expires_at_s: int) -> Item:
-    """The item left at a moved job's origin: where the job is now."""
+def pointer_item(origin: JobKey, *, to: JobKey, revision: int) -> Item:
+    """The item left at a moved job's origin: where the job is now. It has no expiry of its
+    own: it must resolve the id as long as the job's item lives, which a paused or retried job
+    can do for any time; it is deleted once the job's item expires (MovedJobPointers)."""
     return {
         **key_item(origin),
         "status": str_attr(MOVED),
         "moved_to": str_attr(to.sk),
         "revision": num_attr(revision),
-        "expires_at": num_attr(expires_at_s),
     }
 
 
@@ -360,3 +371,24 @@ class JobItemStore(TableAdapter):
                 return item_to_job(item)
             # Moved on again between the two reads: read the pointer again.
         raise Unavailable(f"job {key.job_id} kept moving while it was being read; retry")
+
+
+class MovedJobPointers(TableAdapter):
+    """Deletes a moved job's pointer once the job's item has expired (DynamoDB's TTL removed
+    it): the history Lambda sees that removal in the table's stream and calls `forget`."""
+
+    def forget(self, origin: JobKey, *, moved_to: JobKey) -> bool:
+        """Delete the pointer at `origin` if it still points at `moved_to` (a pointer the job
+        moved on from names another key and stays). Repeating it is harmless."""
+        try:
+            self._db.delete_item(
+                TableName=self._table,
+                Key=key_item(origin),
+                ConditionExpression="moved_to = :to",
+                ExpressionAttributeValues={":to": str_attr(moved_to.sk)},
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True

@@ -412,7 +412,7 @@ class JobStore(JobItemStore):
 
     # -- moves (PATCH /jobs/{id}, sundial.services.moves) ------------------------------------
 
-    def move_writes(self, current: Job, moved: Job, *, pointer_expires_at_s: int) -> list[Item]:
+    def move_writes(self, current: Job, moved: Job) -> list[Item]:
         """The TransactWriteItems entries that replace `current` (as read) by `moved`: at its
         key (its time did not change), or at a new key with the pointer at its origin naming it
         and the job's previous item gone (sundial.store.job_items). Each entry is conditional
@@ -422,9 +422,7 @@ class JobStore(JobItemStore):
         as_read = self._as_read(current)
         if moved.key == current.key:
             return [self._put(moved, as_read)]
-        pointer = pointer_item(
-            origin, to=moved.key, revision=moved.revision, expires_at_s=pointer_expires_at_s
-        )
+        pointer = pointer_item(origin, to=moved.key, revision=moved.revision)
         still_pointing = _condition("moved_to = :at", {":at": str_attr(current.key.sk)}, names={})
         if current.key == origin:  # its first move: the job's item becomes the pointer
             return [
@@ -440,10 +438,10 @@ class JobStore(JobItemStore):
             self._put_item(pointer, still_pointing),
         ]
 
-    def move(self, current: Job, moved: Job, *, pointer_expires_at_s: int) -> bool:
+    def move(self, current: Job, moved: Job) -> bool:
         """Replace `current` by `moved` (move_writes), all or nothing. False if anything changed
         since `current` was read (nothing is written then)."""
-        writes = self.move_writes(current, moved, pointer_expires_at_s=pointer_expires_at_s)
+        writes = self.move_writes(current, moved)
         if len(writes) == 1:  # a change in place: one conditional PutItem (1 WCU, not 2)
             put = writes[0]["Put"]
             written, _ = self._write_if(
