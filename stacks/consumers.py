@@ -14,6 +14,7 @@ from constructs import Construct
 from stacks.grants import HEARTBEAT, PolledQueue, grant_queue, grant_send
 from stacks.job_queues import JobQueues
 from stacks.job_table import grant_read_queue_states
+from stacks.payload_bucket import PayloadBucket
 
 # AWS guidance: a queue's visibility timeout should be at least six times the timeout of the
 # function it triggers, so a batch can be retried after a throttle before it becomes visible
@@ -57,6 +58,12 @@ class QueueConsumer(Construct):
     to the same function by a second event source with its own `priority_max_concurrency`, so
     critical and high jobs have consumers a backlog of normal and low jobs cannot take up.
 
+    `payload_bucket` and `queue_name` (the Sundial queue's name, as in cdk.json): the stack's
+    payload bucket, whose objects of this queue the function may read (s3:GetObject on
+    payloads/<queue_name>/*), and its name is set as SUNDIAL_PAYLOAD_BUCKET on a Function; the
+    consumer SDK fetches a job's payload stored in S3 with it. Without them, such a job fails
+    for good (to the DLQ) in this consumer.
+
     `function_timeout` and `queue_visibility_timeout` are passed in because neither an
     `IFunction` nor an `IQueue` exposes them; they must be the values actually configured. The
     props are checked at synth: the visibility timeout must be at least 6 x the function timeout,
@@ -80,8 +87,12 @@ class QueueConsumer(Construct):
         max_concurrency: int = 2,
         priority_queue: sqs.IQueue | None = None,
         priority_max_concurrency: int = 2,
+        payload_bucket: PayloadBucket | None = None,
+        queue_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if (payload_bucket is None) != (queue_name is None):
+            raise ValueError(f"{self.node.path}: give payload_bucket and queue_name together")
         _check_props(
             self.node.path,
             function_timeout=function_timeout,
@@ -120,6 +131,11 @@ class QueueConsumer(Construct):
             grant_queue(priority_queue, function, HEARTBEAT)
             if not any(priority_queue is target for target in targets):
                 grant_send(priority_queue, function)  # retries of critical and high jobs
+        if payload_bucket is not None and queue_name is not None:
+            # Payloads stored in S3: this queue's only (its priority queue's jobs are its own).
+            payload_bucket.grant_get(function, queue_name)
+            if isinstance(function, lambda_.Function):
+                payload_bucket.bind(function)
 
 
 def _check_props(

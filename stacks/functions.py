@@ -18,6 +18,7 @@ from stacks.job_table import grant_read_queue_states
 from stacks.log_groups import operational_log_group
 from stacks.nag import acknowledge
 from stacks.paths import ASSET_EXCLUDES, LAMBDAS_DIR
+from stacks.payload_bucket import PayloadBucket
 from stacks.settings import (
     LAMBDA_ARCH,
     LAMBDA_RUNTIME,
@@ -201,6 +202,7 @@ class JobFunctions(Construct):
         dead_letter_queues: Mapping[str, sqs.IQueue],
         layers: Sequence[lambda_.ILayerVersion],
         priority_queues: Mapping[str, sqs.IQueue] | None = None,
+        payload_bucket: PayloadBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         priority_queues = dict(priority_queues or {})
@@ -236,6 +238,8 @@ class JobFunctions(Construct):
         # size only) schedules. The rate counters are UpdateItems, which those roles have.
         for creates_jobs in (self.submit, self.dags, self.schedules):
             creates_jobs.add_environment(ENV_QUOTAS, quotas_json(settings.queues))
+        if payload_bucket is not None:
+            self._add_payloads(payload_bucket)
         self.example_consumer = (
             self._function(
                 "example_consumer",
@@ -245,6 +249,19 @@ class JobFunctions(Construct):
             if settings.example_consumer_queue is not None
             else None
         )
+
+    def _add_payloads(self, payloads: PayloadBucket) -> None:
+        """Large payloads: submit (POST /jobs, batch) and jobs (PATCH /jobs/{id}, a new
+        payload) store them; workers presign GETs of them for leased jobs of every queue. A
+        consumer reads its own queue's (stacks/consumers.py). DAG nodes and schedules keep
+        their payloads inline, so the dags and schedules functions get nothing."""
+        for stores in (self.submit, self.jobs):
+            payloads.bind(stores)
+            payloads.grant_put(stores)
+        # A move to a later time restarts its stored payload's lifecycle (a copy onto itself).
+        payloads.grant_refresh(self.jobs)
+        payloads.bind(self.workers)
+        payloads.grant_get(self.workers)
 
     def _function(
         self,

@@ -27,6 +27,7 @@ from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
 from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue
+from stacks.payload_bucket import PayloadBucket
 from stacks.settings import SundialSettings
 
 _REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
@@ -51,6 +52,20 @@ class Sundial(Construct):
             self, "JobQueues", queue_settings=settings.queues, removal_policy=removal_policy
         )
         self.layers = SundialLayers(self, "Layers")
+        self.history_buckets = HistoryBuckets(
+            self,
+            "HistoryBuckets",
+            settings=settings.history,
+            noncurrent_version_days=settings.operations.noncurrent_version_days,
+        )
+        # Large payloads (over the inline limit, or asked for) are stored here; its access is
+        # logged with the history buckets'.
+        self.payloads = PayloadBucket(
+            self,
+            "Payloads",
+            retention_days=settings.retention_days,
+            access_logs=self.history_buckets.access_logs,
+        )
         self.functions = JobFunctions(
             self,
             "Functions",
@@ -60,6 +75,7 @@ class Sundial(Construct):
             dead_letter_queues=self.job_queues.dead_letter_queues,
             layers=self.layers.all,
             priority_queues=self.job_queues.priority_queues,
+            payload_bucket=self.payloads,
         )
         self.dispatch = DispatchSchedule(
             self,
@@ -140,13 +156,8 @@ class Sundial(Construct):
         )
 
     def _add_history(self, settings: SundialSettings) -> None:
-        """The job history: the table's stream to S3, and the Glue jobs on it."""
-        self.history_buckets = HistoryBuckets(
-            self,
-            "HistoryBuckets",
-            settings=settings.history,
-            noncurrent_version_days=settings.operations.noncurrent_version_days,
-        )
+        """The job history: the table's stream to S3 (its buckets are made first: the payload
+        bucket logs to their access-log bucket), and the Glue jobs on it."""
         self.history_capture = HistoryCapture(
             self,
             "HistoryCapture",
@@ -172,6 +183,8 @@ class Sundial(Construct):
                 table=self.job_table.table,
                 dead_letter_queue=self.job_queues.dead_letter_queues[example_queue],
                 priority_queue=self.job_queues.priority_queues.get(example_queue),
+                payload_bucket=self.payloads,
+                queue_name=example_queue,
                 function_timeout=EXAMPLE_CONSUMER_TIMEOUT,
                 queue_visibility_timeout=Duration.seconds(
                     settings.queues[example_queue].visibility_timeout_seconds

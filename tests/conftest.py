@@ -23,6 +23,8 @@ from tests.iam_calls import handler_call_hook, save_handler_calls
 from tests.parallel import SharedFixtureScheduling, check_groups
 from tests.support import TABLE, create_priority_queues, create_queues, create_table
 
+PAYLOAD_BUCKET = "sundial-payloads"
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from xdist.remote import Producer
@@ -103,6 +105,7 @@ def environ(aws: None) -> dict[str, str]:
     """Creates the table and queues, and returns the SUNDIAL_* environment the stack would set."""
     create_table(boto3.client("dynamodb"))
     urls, dead_letter_urls = create_queues(boto3.client("sqs"))
+    boto3.client("s3").create_bucket(Bucket=PAYLOAD_BUCKET)
     return {
         "SUNDIAL_TABLE_NAME": TABLE,
         "SUNDIAL_QUEUE_URLS": json.dumps(urls),
@@ -128,6 +131,7 @@ def environ(aws: None) -> dict[str, str]:
         "SUNDIAL_RETENTION_DAYS": "30",
         "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
         "SUNDIAL_SHARDS_PER_SWEEPER": "4",
+        "SUNDIAL_PAYLOAD_BUCKET": PAYLOAD_BUCKET,
     }
 
 

@@ -69,6 +69,7 @@ class Harness:
                 clock=clock,
                 rng=random.Random(42),
                 dags=lambda: dag_progress,
+                payloads=wired.payloads,  # on the consumer's session, as the Lambda has it
             ),
             **options,
         )

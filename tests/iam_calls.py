@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from sundial.local.template import ACCOUNT_ID, REGION
 
@@ -92,6 +92,19 @@ def calls_of(function: str, service: str, operation: str, params: Mapping[str, A
             for entry in params["TransactItems"]
             for kind, request in entry.items()
             for call in calls_of(function, service, TRANSACT_ITEM_ACTIONS[kind], request)
+        ]
+    if service == "s3" and operation == "CopyObject":
+        # IAM authorizes a copy as s3:GetObject of the source and s3:PutObject of the copy
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html).
+        # (botocore has made a {"Bucket", "Key"} source its "bucket/key" form by now)
+        source = params["CopySource"]
+        if isinstance(source, str):
+            bucket, _, key = unquote(source).partition("/")
+            source = {"Bucket": bucket, "Key": key}
+        read = {"Bucket": source["Bucket"], "Key": source["Key"]}
+        return [
+            Call(function, "s3:GetObject", _resources(service, operation, read)[0][0], op),
+            Call(function, "s3:PutObject", _resources(service, operation, params)[0][0], op),
         ]
     action = iam_action(service, operation)
     return [

@@ -12,6 +12,7 @@ import pytest
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.consumer import NonRetryableError
 from sundial.model.job import Status
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
 from tests.harness import Harness, delayed_job
@@ -153,7 +154,13 @@ def test_replay_requeues_each_dead_job_once_even_when_repeated(
     assert status == status_again == 200
     assert sorted(first["replayed"]) == sorted(ids)
     assert first["more"] is False
-    assert second == {"replayed": [], "skipped": 0, "unreplayable": 0, "more": False}
+    assert second == {
+        "replayed": [],
+        "skipped": 0,
+        "unreplayable": 0,
+        "more": False,
+        "in_flight": 0,
+    }
     assert all(deps.jobs.get(job_id).status is Status.QUEUED for job_id in ids)
     assert _call("GET", "/queues/default/dead")[1]["items"] == []
     # And each job is delivered exactly once more
@@ -174,6 +181,59 @@ def test_a_replay_interrupted_before_removing_its_letter_does_not_run_the_job_tw
     assert status == 200
     assert result["replayed"] == [] and result["skipped"] == 1
     assert _call("GET", "/queues/default/dead")[1]["items"] == []
+
+
+def test_a_replay_that_died_before_its_send_is_finished_by_a_later_replay(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a dead job whose replay died between its requeue and its send (the requeue is
+    # the replay's own first write, made here as that replay made it): pending, direct, unsent
+    [job_id] = _kill_jobs(deps, clock, harness, ["bad"])
+    job = deps.jobs.get(job_id)
+    requeued, _ = deps.attempt_store.requeue(
+        job.key,
+        extra_attempts=1,
+        now_ms=clock.now_ms(),
+        stale_before_ms=clock.now_ms() - SUBMIT_IN_FLIGHT_MS,
+        only_dead=True,
+    )
+    assert requeued
+    # When the operator's client repeats the replay at once (found by the simulation: it
+    # deleted the letter, and the job was stranded)
+    status, result = _call("POST", "/queues/default/dead/replay", {})
+    # Then the letter is kept, reported in flight, and nothing is sent
+    assert status == 200 and result["in_flight"] == 1 and result["replayed"] == []
+    assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [job_id]
+    harness.calls.clear()
+    harness.poll()
+    assert harness.calls == []
+    # And a replay after the in-flight window takes the job over: it runs once
+    clock.advance(ms=SUBMIT_IN_FLIGHT_MS + 1000)
+    _, result = _call("POST", "/queues/default/dead/replay", {})
+    assert result["replayed"] == [job_id] and result["in_flight"] == 0
+    harness.poll()
+    assert [call.id for call in harness.calls] == [job_id]
+
+
+def test_letters_kept_do_not_count_toward_a_replays_limit(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given two letters that are not envelopes (kept by every replay), then a dead job
+    sqs = boto3.client("sqs")
+    for _ in range(2):
+        sqs.send_message(QueueUrl=deps.settings.dead_letter_urls["default"], MessageBody="junk")
+    _drain_dead_letter_queue(deps)
+    clock.advance(seconds=5)
+    [job_id] = _kill_jobs(deps, clock, harness, ["bad"])
+    # When a replay of one letter per request is repeated while it says there is more
+    results: list[dict[str, Any]] = []
+    while not results or results[-1]["more"]:
+        results.append(_call("POST", "/queues/default/dead/replay", {"limit": 1})[1])
+        assert len(results) < 5, results
+    # Then the job was replayed (the kept letters did not use the limit up, request after
+    # request), and the last request counts the kept letters
+    assert [r["replayed"] for r in results if r["replayed"]] == [[job_id]]
+    assert results[-1]["unreplayable"] == 2
 
 
 def test_replay_by_error_type_and_time_range(
@@ -204,7 +264,13 @@ def test_replay_of_one_job_requeues_that_job_alone(
     # letters must not use up)
     _, one = _call("POST", "/queues/default/dead/replay", {"job_id": ids[1], "limit": 1})
     # Then only that job is re-queued and its letter leaves the list
-    assert one == {"replayed": [ids[1]], "skipped": 0, "unreplayable": 0, "more": False}
+    assert one == {
+        "replayed": [ids[1]],
+        "skipped": 0,
+        "unreplayable": 0,
+        "more": False,
+        "in_flight": 0,
+    }
     assert [deps.jobs.get(i).status for i in ids] == [Status.DEAD, Status.QUEUED, Status.DEAD]
     assert [i["job_id"] for i in _call("GET", "/queues/default/dead")[1]["items"]] == [
         ids[0],
@@ -295,7 +361,13 @@ def test_a_body_that_is_not_an_envelope_is_kept_but_not_replayed(deps: Dependenc
     assert letter["envelope"] == "not json"
     # And a replay leaves it in place
     _, result = _call("POST", "/queues/default/dead/replay", {})
-    assert result == {"replayed": [], "skipped": 0, "unreplayable": 1, "more": False}
+    assert result == {
+        "replayed": [],
+        "skipped": 0,
+        "unreplayable": 1,
+        "more": False,
+        "in_flight": 0,
+    }
     assert len(_call("GET", "/queues/default/dead")[1]["items"]) == 1
 
 

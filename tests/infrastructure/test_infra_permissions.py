@@ -33,6 +33,10 @@ CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
 # releases a DAG node's children must leave those of a paused queue for its catch-up.
 QUEUE_STATES = {"dynamodb:Query"}
 QUEUE_STATES_ONLY = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["queues"]}}
+# Large payloads (stacks/payload_bucket.py): store one; read one (a consumer, a lease's
+# presigned GET) and restart its lifecycle (a copy onto itself: read and write).
+PAYLOAD_PUT = {"s3:PutObject"}
+PAYLOAD_READ = {"s3:GetObject", "s3:PutObject"}
 API_TABLE = {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
@@ -48,11 +52,13 @@ EXPECTED = {
         "dynamodb:BatchWriteItem",
     }
     | CONDITION_CHECK
-    | SEND,
-    # Read, cancel and retry jobs; query, delete (purge, replay) dead letters.
-    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND,
+    | SEND
+    | PAYLOAD_PUT,
+    # Read, cancel and retry jobs; query, delete (purge, replay) dead letters; a change's new
+    # payload stored, or a later time's payload refreshed.
+    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND | PAYLOAD_READ,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
-    "workers": LEASE | SEND | CONSUMER_TABLE | QUEUE_STATES,
+    "workers": LEASE | SEND | CONSUMER_TABLE | QUEUE_STATES | PAYLOAD_READ,
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
     # DAG node's children under on_failure=continue).
     "dead_letters": POLL | CONSUMER_TABLE | SEND | QUEUE_STATES,
@@ -92,7 +98,7 @@ EXPECTED = {
     # GET /queues reads each queue's depth: GetQueueAttributes)
     "queues": API_TABLE | CONDITION_CHECK | SEND | {"sqs:GetQueueAttributes"},
     # Consume its queue, send retries to it and dead jobs to its DLQ, drive the job's item.
-    "example_consumer": POLL | HEARTBEAT | SEND | CONSUMER_TABLE | QUEUE_STATES,
+    "example_consumer": POLL | HEARTBEAT | SEND | CONSUMER_TABLE | QUEUE_STATES | PAYLOAD_READ,
 }
 # The functions that hand jobs to SQS: submit; the jobs function (a retry, a job's resume, a
 # DAG node's cancel under on_failure=continue); dags (roots, and what a resume releases); the

@@ -325,6 +325,8 @@ def _submit_and_schedules(world: World) -> str:
         {"queue": "default", "delay_seconds": 3600, "idempotency_key": "once"},
         {"queue": "default", "delay_seconds": 3600, "idempotency_key": "once"},
         {"queue": "demo", "delay_seconds": 0},
+        # A payload stored in S3 (issue 17, item 5): the submit puts its object first
+        {"queue": "default", "delay_seconds": 3600, "payload": {"n": 1}, "payload_storage": "s3"},
     ):
         world.api("submit", "POST", "/jobs", "/jobs", body)
     batch = [{"queue": "default", "delay_seconds": 60}, {"queue": "email", "delay_seconds": 0}]
@@ -409,7 +411,12 @@ def _job_control(world: World, schedule_id: str) -> None:
     occurrence is put)."""
     moved = world.api("submit", "POST", "/jobs", "/jobs", {"queue": "email", "delay_seconds": 7200})
     path = f"/jobs/{moved['id']}"
-    for body in ({"delay_seconds": 9000}, {"delay_seconds": 10800}, {"payload": {"v": 2}}):
+    for body in (
+        {"delay_seconds": 9000},
+        {"delay_seconds": 10800},
+        {"payload": {"v": 2}},
+        {"payload": {"v": 3}, "payload_storage": "s3"},  # stored in S3 before the write
+    ):
         world.api("jobs", "PATCH", path, JOB, body)
     world.api("jobs", "POST", f"{path}/run-now", f"{JOB}/run-now")
     later = world.api("submit", "POST", "/jobs", "/jobs", {"queue": "email", "delay_seconds": 7200})
@@ -470,17 +477,24 @@ def _workers(world: World, chain: Mapping[str, Any]) -> None:
     """workers: lease the email queue (the chain's node a among them), heartbeat and ack a
     (releasing b on demo), nack the others: one with a short retry (sent with a delay), one
     with a retry beyond SQS's delay window (a timer item)."""
+    # A job whose payload is in S3: its lease presigns a GET of it (signed with the role)
+    stored = {"queue": "email", "delay_seconds": 0, "payload": {"w": 1}, "payload_storage": "s3"}
+    world.api("submit", "POST", "/jobs", "/jobs", stored)
     world.clock.advance(seconds=1)
     lease = {"wait": 0, "max": 10}
     leased = world.api("workers", "POST", "/queues/email/lease", f"{QUEUE}/lease", lease)["jobs"]
     node_a = chain["nodes"]["a"]["id"]
     [first] = [job for job in leased if job["job"]["id"] == node_a]
     rest = [job for job in leased if job["job"]["id"] != node_a]
-    assert len(rest) >= 2, leased
+    assert len(rest) >= 2, leased  # one of them with its payload in S3
     path = f"/jobs/{node_a}"
     world.api("workers", "POST", f"{path}/heartbeat", f"{JOB}/heartbeat", {"lease": first["lease"]})
     world.api("workers", "POST", f"{path}/ack", f"{JOB}/ack", {"lease": first["lease"]})
-    for job, retry_after in zip(rest, (30, 3600), strict=False):
+    # The job whose payload is in S3 gets the retry beyond SQS's delay window: its payload's
+    # lifecycle is restarted (a copy onto itself) before its timer item is put
+    [stored, *_] = [job for job in rest if job["job"].get("payload_ref")]
+    [inline, *_] = [job for job in rest if not job["job"].get("payload_ref")]
+    for job, retry_after in ((inline, 30), (stored, 3600)):
         body = {"lease": job["lease"], "retry_after_seconds": retry_after}
         world.api("workers", "POST", f"/jobs/{job['job']['id']}/nack", f"{JOB}/nack", body)
 
@@ -495,6 +509,11 @@ def _example_consumer(world: World) -> None:
     for attempts in (2, 1):
         body = {"queue": "demo", "delay_seconds": 0, "payload": {"fail": True}, "retry": day}
         world.api("submit", "POST", "/jobs", "/jobs", body | {"max_attempts": attempts})
+    # A payload stored in S3: the consumer SDK reads its object (its own queue's prefix), and
+    # its failure's retry a day out restarts the object's lifecycle (a copy onto itself)
+    stored = {"queue": "demo", "delay_seconds": 0, "payload": {"fail": True}, "retry": day}
+    stored |= {"payload_storage": "s3", "max_attempts": 2}
+    world.api("submit", "POST", "/jobs", "/jobs", stored)
     demo_arn = world.template.get_att(_queue_id(world, queues["demo"]), "Arn")
     for _ in range(3):  # node b, then the c it released
         messages = world.take(queues["demo"]) + world.take(priority["demo"])

@@ -32,6 +32,8 @@ from sundial.local.history import HistoryLocation, export_history, history_locat
 from sundial.local.provision import assign_names
 from sundial.local.template import LocalTemplate
 from sundial.model.submission import parse_rfc3339
+from sundial.transport.envelope import Envelope
+from sundial.worker import Worker
 from sundial_history.jobs import run_compaction, run_report
 from tests.infrastructure.synthesis import Synthesized
 from tests.support import DAILY_REPORT
@@ -578,3 +580,46 @@ def test_the_cli_drives_the_local_runtime_end_to_end(running: Running, tmp_path:
     assert listed.returncode == 0
     assert "email" in [json.loads(line)["queue"] for line in listed.stdout.splitlines()]
     assert _cli(running, "jobs", "get", _unknown_id()).returncode == 4
+
+
+def test_a_5_mib_payload_runs_on_the_example_consumer_and_on_a_worker(
+    running: Running, tmp_path: Path
+) -> None:
+    # (last: it adds a job to `demo` and one to `email`, which the earlier tests count)
+    # Given a 5 MiB payload file, submitted to `demo` with the CLI
+    payload = {"blob": "z" * (5 * 1024 * 1024 - len('{"blob":""}'))}
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(payload, separators=(",", ":")))
+    submitted = _cli(
+        running, "jobs", "submit", "--queue", "demo", "--in", "0s", "--payload", f"@{big}",
+        "--json",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = json.loads(submitted.stdout)["id"]
+    # Then the example consumer (the consumer SDK, over the moto server's S3) runs it
+    deadline = time.monotonic() + 90
+    detail: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        detail = _http("GET", f"{running.api}/jobs/{job_id}", timeout=60)[1]
+        if detail["status"] in ("succeeded", "dead"):
+            break
+        time.sleep(0.5)  # waiting for the consumer to run it, not for a due time
+    assert detail["status"] == "succeeded", detail
+    # And GET shows the reference, not the payload
+    assert detail["payload"] is None and detail["payload_ref"]["bytes"] == 5 * 1024 * 1024
+    # And a worker leasing one from `email` fetches it through its presigned URL
+    status, job = _http(
+        "POST",
+        f"{running.api}/jobs",
+        {"queue": "email", "delay_seconds": 0, "payload": payload},
+        timeout=60,
+    )
+    assert status == 201, job
+    seen: list[Any] = []
+
+    def run(leased: Envelope) -> None:
+        seen.append(leased.payload)
+
+    Worker(run, queue="email", api_url=running.api, burst=True, wait_seconds=1).run()
+    assert payload in seen
+    assert _http("GET", f"{running.api}/jobs/{job['id']}")[1]["status"] == "succeeded"

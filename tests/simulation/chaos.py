@@ -2,7 +2,8 @@
 
 moto's SQS and DynamoDB slow down as queues and tables grow, so the jobs are spread over many
 small runs (each a fresh emulator), alternating a run with faults and one with races only
-(where a duplicate is a violation, not a consequence of a crash)."""
+(where a duplicate is a violation, not a consequence of a crash), and, in turn by pairs of
+seeds, the plain profile, `--movers` and `--dead-letters`."""
 
 from __future__ import annotations
 
@@ -41,7 +42,13 @@ class Totals:
         self.duplicates_after_fault += result.duplicates_after_fault
         self.cancelled_then_ran += len(result.cancelled_then_ran)
         self.early += len(result.early)
-        self.other += len(result.schedule_errors) + len(result.dag_errors)
+        counted = (
+            len(result.lost)
+            + len(result.duplicates_clean)
+            + len(result.cancelled_then_ran)
+            + len(result.early)
+        )
+        self.other += len(result.violations) - counted  # schedules, DAGs, moves, dead letters...
         if result.violations:
             self.failing_seeds.append(result.seed)
 
@@ -49,7 +56,15 @@ class Totals:
 def run_one(seed: int) -> RunResult:
     logging.disable(logging.CRITICAL)  # the code under test logs every fault it handles
     faults = CLEAN if seed % 2 else FAULTY
-    result = simulate(Config(seed=seed, jobs=JOBS_PER_RUN, faults=faults))
+    profile = (seed // 2) % 3  # each profile with and without faults
+    config = Config(
+        seed=seed,
+        jobs=JOBS_PER_RUN,
+        faults=faults,
+        movers=profile == 1,
+        dead_letters=profile == 2,
+    )
+    result = simulate(config)
     result.trace = []  # only the summary crosses the process boundary
     return result
 
@@ -77,7 +92,7 @@ def chaos(*, total_jobs: int, first_seed: int = 1, processes: int = 2) -> int:
         f"  duplicates after a crash: {totals.duplicates_after_fault}\n"
         f"  cancelled-then-ran: {totals.cancelled_then_ran}\n"
         f"  early: {totals.early}\n"
-        f"  schedule and DAG violations: {totals.other}"
+        f"  other violations (schedules, DAGs, moves, dead letters, quotas): {totals.other}"
     )
     if totals.failing_seeds:
         print(

@@ -77,6 +77,7 @@ from sundial.ids import JobKey
 from sundial.local.triggers import sqs_record
 from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
+from sundial.model.payloads import INLINE_PAYLOAD_BYTES, PayloadStorage
 from sundial.model.recurrence import CronRecurrence, zone
 from sundial.model.schedule import (
     CreateSchedule,
@@ -108,6 +109,7 @@ from tests.support import (
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 QUEUES = ("default", "email")
 SHARDS = 8
+PAYLOAD_BUCKET = "sundial-payloads"
 VISIBILITY_S = 120  # tests.support.create_queues
 # `email` admits 3 submissions a second (SUNDIAL_QUOTAS); `default` has no quota.
 QUOTAS = {"email": {"max_submissions_per_second": 3}}
@@ -400,6 +402,7 @@ class Slot:
                 clock=world.clock,
                 rng=random.Random(world.rng.random()),
                 dags=lambda: self.deps.dag_progress,
+                payloads=self.deps.payloads,
             ),
         )
 
@@ -487,6 +490,8 @@ def _submit_one(deps: Dependencies, correlation_id: str, *, request: SubmitJob) 
 def _brief(params: dict[str, Any]) -> str:
     """The parameters that say what a call touches, for the trace."""
     key = params.get("Key")
+    if isinstance(key, str):  # an S3 object (a payload stored in S3)
+        return f" {key[:40]}"
     if key:
         update = params.get("UpdateExpression", "")[:28]
         return f" {key.get('pk', {}).get('S', '')}/{key.get('sk', {}).get('S', '')} {update}"
@@ -501,6 +506,7 @@ class World:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
+        self.payload_rng = random.Random(config.seed * 7919 + 2)  # payloads stored in S3
         self.clock = ManualClock.at(START)
         self.ledger = Ledger()
         self.lines: list[str] = []
@@ -523,6 +529,7 @@ class World:
         dynamodb, sqs = boto3.client("dynamodb"), boto3.client("sqs")
         create_table(dynamodb)
         urls, dead_letter_urls = create_queues(sqs)
+        boto3.client("s3").create_bucket(Bucket=PAYLOAD_BUCKET)
         self.environ = {
             "SUNDIAL_TABLE_NAME": TABLE,
             "SUNDIAL_QUEUE_URLS": json.dumps(urls),
@@ -533,6 +540,7 @@ class World:
             "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
             "SUNDIAL_SHARDS_PER_SWEEPER": "4",
             "SUNDIAL_QUOTAS": json.dumps(QUOTAS),
+            "SUNDIAL_PAYLOAD_BUCKET": PAYLOAD_BUCKET,
             "POWERTOOLS_SERVICE_NAME": "sundial",
             "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
         }
@@ -644,7 +652,7 @@ class World:
             SubmitJob(
                 queue=self.rng.choice(QUEUES),
                 delay_seconds=self.rng.choice([0, 5, 30, 200, 600, 950, 1500]),
-                payload=self._payload(),
+                **self._payload_fields(),
                 idempotency_key=f"k{self.rng.randrange(10**9)}"
                 if self.rng.random() < 0.5
                 else None,
@@ -708,6 +716,19 @@ class World:
         if status is Status.CANCELLED:
             self.ledger.cancelled.add(job_id)
 
+    def _payload_fields(self) -> dict[str, Any]:
+        """A job's payload (`_payload`): one in four stored in S3 (issue 17, item 5), either
+        over the inline limit or asked for, so the oracle checks that its runs saw exactly it.
+        Drawn from a generator of its own, so the other draws replay as they did."""
+        payload = self._payload()
+        kind = self.payload_rng.random()
+        if kind < 1 / 8:
+            blob = "x" * (INLINE_PAYLOAD_BYTES + self.payload_rng.randrange(1000))
+            return {"payload": payload | {"blob": blob}}
+        if kind < 1 / 4:
+            return {"payload": payload, "payload_storage": PayloadStorage.S3}
+        return {"payload": payload}
+
     def op_move_job(self, slot: str, due_now_bias: float = 0.5) -> None:
         """PATCH /jobs/{id}: a new time (now, within the direct window or beyond it), and half
         the time a new payload, for a job chosen as a cancel chooses (half the time one due
@@ -721,6 +742,8 @@ class World:
         fields: dict[str, Any] = {"delay_seconds": self.rng.choice([0, 5, 60, 400, 950, 1800])}
         if self.rng.random() < 0.5:
             fields["payload"] = {"moved": next(self.attempts)}
+            if self.payload_rng.random() < 0.25:  # a new payload stored in S3
+                fields["payload_storage"] = "s3"
         change = ChangeJob.model_validate(fields)
         payload = _canonical(change.payload) if change.changes_payload else None
         floor = now + fields["delay_seconds"] * 1000  # the earliest due it can set

@@ -245,3 +245,16 @@ def test_a_queues_schedules_dags_and_jobs_by_status_are_listed_and_linked(
     expect(page.locator("#listing tbody tr")).to_have_count(1)
     expect(page.locator(f"#listing tr[data-job='{job.id}']")).to_be_visible()
     assert [j.id for j in sundial.queue_jobs("email", "paused")] == [job.id]
+
+
+def test_a_job_whose_payload_is_in_s3_shows_its_reference(
+    page: Page, ui_server: UiServer, sundial: SundialClient
+) -> None:
+    # Given a job whose payload is stored in S3 (issue 17, item 5)
+    job = sundial.submit("email", {"to": "ada@example.com"}, payload_storage="s3")
+    detail = sundial.get_job(job.id)
+    assert detail.payload is None and detail.payload_ref is not None
+    # When its page is opened, Then it shows the reference (the payload is not fetched)
+    open_page(page, ui_server, f"/jobs/{job.id}")
+    expect(page.get_by_role("heading", name="Payload (stored in S3)")).to_be_visible()
+    expect(page.locator("pre.json").first).to_contain_text(detail.payload_ref.sha256)

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sundial.model.submission import MAX_PAYLOAD_BYTES, SubmitBatch, SubmitJob, parse_rfc3339
+from sundial.model.payloads import MAX_STORED_PAYLOAD_BYTES as LIMIT
+from sundial.model.submission import SubmitBatch, SubmitJob, parse_rfc3339
 
 NOW = 1_763_726_400_000  # 2025-11-21T12:00:00Z
 
@@ -36,7 +37,10 @@ def _fields(error: ValidationError) -> set[str]:
         ({"queue": "default", "delay_seconds": 0, "idempotency_key": ""}, "idempotency_key"),
         ({"queue": "default", "delay_seconds": 0, "idempotency_key": "a b"}, "idempotency_key"),
         ({"queue": "default", "delay_seconds": 0, "colour": "red"}, "colour"),
-        ({"queue": "default", "delay_seconds": 0, "payload": "x" * MAX_PAYLOAD_BYTES}, "payload"),
+        (
+            {"queue": "default", "delay_seconds": 0, "payload": "x" * LIMIT},
+            "payload",
+        ),
     ],
 )
 def test_bad_submissions_name_the_field(body: dict[str, Any], field: str) -> None:
@@ -47,7 +51,7 @@ def test_bad_submissions_name_the_field(body: dict[str, Any], field: str) -> Non
 
 def test_payload_limit_is_on_serialized_bytes() -> None:
     # Given a payload exactly at the limit once serialized ("..." adds two quote bytes)
-    at_limit = "x" * (MAX_PAYLOAD_BYTES - 2)
+    at_limit = "x" * (LIMIT - 2)
     # Then it is accepted, and one byte more is not
     SubmitJob(queue="default", delay_seconds=0, payload=at_limit)
     with pytest.raises(ValidationError):

@@ -312,6 +312,6 @@ def test_quotas_travel_as_one_json_variable_of_the_limited_queues() -> None:
             {
                 "SUNDIAL_TABLE_NAME": TABLE,
                 "SUNDIAL_QUEUE_URLS": '{"email": "u"}',
-                "SUNDIAL_QUOTAS": '{"email": {"max_payload_bytes": 70000}}',
+                "SUNDIAL_QUOTAS": '{"email": {"max_payload_bytes": 6000000}}',
             }
         )

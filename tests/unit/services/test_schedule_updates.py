@@ -143,6 +143,27 @@ def test_switching_a_cron_schedule_to_a_rate_counts_from_the_last_run(
     assert len(after) >= 3
 
 
+def test_get_names_the_next_run_that_will_happen_after_an_update(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given an every-10-minutes schedule at 12:11: 12:00 and 12:10 ran, 12:20 is decided
+    # (a sweep sent it ahead, delayed to its time)
+    schedule = _create(deps, cron="*/10 * * * *")
+    sent = Sent(deps)
+    _drive(deps, clock, sent, schedule.shard, minutes=11)
+    runs, _ = deps.schedules.runs(schedule.id, limit=10)
+    assert (runs[0].run.at_ms, runs[0].run.outcome) == (_t("12:20"), RunOutcome.FIRED)
+    # When it becomes every 3 minutes: the new cron applies after 12:20, from 12:21
+    updated = _update(deps, schedule.id, cron="*/3 * * * *")
+    assert updated.applies_from_ms == _t("12:21")
+    # Then GET names 12:20 as the next run (the new cron's first time from now, 12:12, never
+    # runs), and once 12:20 has passed it names 12:21
+    assert deps.schedules.get(schedule.id).next_run_at_ms == _t("12:20")
+    _drive(deps, clock, sent, schedule.shard, minutes=9)
+    clock.advance(seconds=30)
+    assert deps.schedules.get(schedule.id).next_run_at_ms == _t("12:21")
+
+
 def test_an_occurrence_already_sent_keeps_its_payload(
     deps: Dependencies, clock: ManualClock
 ) -> None:

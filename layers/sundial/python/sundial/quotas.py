@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # The API's inline payload limit, for every queue (sundial.model.submission checks it at the
 # boundary); a queue's max_payload_bytes may only lower it.
 MAX_PAYLOAD_BYTES = 65_536
+# The API's limit for a payload stored in the payload bucket (sundial.model.payloads): 5 MiB.
+# A queue's max_payload_bytes may lower this too.
+MAX_STORED_PAYLOAD_BYTES = 5 * 1024 * 1024
 
 # A queue's submission counter takes one DynamoDB write per admitted request, on one item. One
 # item (one partition key) sustains about 1,000 write units a second, and a refused conditional
@@ -42,7 +45,8 @@ class QueueQuota(BaseModel):
     not counted: they are jobs already admitted (a schedule's occurrences are bounded by its
     own cadence, at most one every 10 seconds).
     `max_payload_bytes`: the largest payload (compact UTF-8 JSON) a job of this queue may carry,
-    at most the API's MAX_PAYLOAD_BYTES; a larger one is refused with 413 (the same payload
+    at most the API's MAX_STORED_PAYLOAD_BYTES (a job's payload over MAX_PAYLOAD_BYTES is stored in
+    S3; a schedule's or a DAG node's may not be); a larger one is refused with 413 (the same payload
     never fits later, so it is not a 429). Why: a team whose consumers or downstream systems
     take small messages can say so once, where every producer meets it."""
 
@@ -52,7 +56,9 @@ class QueueQuota(BaseModel):
     max_submissions_per_second: int | None = Field(
         default=None, ge=1, le=MAX_SUBMISSIONS_PER_SECOND, strict=True
     )
-    max_payload_bytes: int | None = Field(default=None, ge=1, le=MAX_PAYLOAD_BYTES, strict=True)
+    max_payload_bytes: int | None = Field(
+        default=None, ge=1, le=MAX_STORED_PAYLOAD_BYTES, strict=True
+    )
 
     @property
     def limited(self) -> bool:

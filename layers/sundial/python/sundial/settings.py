@@ -75,6 +75,9 @@ class Settings(EnvSettings):
     # SUNDIAL_DISPATCH (the sweeper's): {"queue": {"max_per_second", "weight"}}; a queue
     # without an entry is uncapped, with weight 1.
     dispatch: dict[str, QueueDispatch] = Field(default_factory=dict)
+    # SUNDIAL_PAYLOAD_BUCKET: the S3 bucket of large payloads (sundial.model.payloads). None:
+    # every payload is inline, and one over the inline limit is refused (413).
+    payload_bucket: str | None = Field(default=None, min_length=3)
 
     @field_validator(
         "queue_urls", "dead_letter_urls", "priority_queue_urls", "dispatch", mode="before"

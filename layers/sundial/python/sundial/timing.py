@@ -292,11 +292,42 @@ DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simul
   with lease 0), then the index item is deleted. Two replays, or a replay and a retry by id,
   race on the conditional requeue: one wins, the other gets a 409 and skips (and deletes the
   item). A crash after the requeue and before the send leaves the job pending and direct; a
-  retry or replay after SUBMIT_IN_FLIGHT_MS takes it again, and the consumer's fence admits
-  exactly attempts + 1, so at most one delivery runs. A crash before the item's delete leaves
-  an item whose job is no longer dead: the next replay skips it and deletes it.
+  replay meanwhile keeps its letter (in flight: deleting it stranded the job, chaos seed 22 of
+  the dead-letter profile), and a retry or replay after SUBMIT_IN_FLIGHT_MS takes the job over;
+  the consumer's fence admits exactly attempts + 1, so at most one delivery runs. A crash
+  before the item's delete leaves an item whose job is no longer dead: the next replay skips
+  it and deletes it.
 - Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
   a retry by id of a cancelled job re-runs it, by request (README: Jobs).
+
+A PAYLOAD IN S3 (issue 17, item 5; sundial.model.payloads, sundial.store.payloads). A submit
+(POST /jobs, batch, an idempotent repeat that writes the job again) and a move with a new
+payload (PATCH /jobs/{id}) whose payload goes to S3 write ONE more thing, the object, and write
+it FIRST: S3 PutObject of payloads/<queue>/<sha256>, then the job's DynamoDB write(s) exactly as
+before, carrying the reference instead of the payload. Interleavings:
+- A crash between the put and the job's write leaves an object no job references and no job
+  (the client's repeat puts the same object again): harmless, the lifecycle removes it. The
+  reverse order could leave a job whose payload never arrives; this one cannot.
+- Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves, the
+  attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and writes the
+  job item only and copies the reference as it is; none writes, overwrites or deletes an
+  object, except the REFRESH below. Two submits of one payload put identical bytes under one
+  key (content-addressed), so a racing put never changes what a job references. Sundial never
+  deletes an object: the lifecycle expires it MAX_HORIZON + the retention + a margin after its
+  last write, later than any job that references it can run.
+- REFRESH: a sequence that gives a stored-payload job a later time without a new payload (a
+  move of its time, a retry timer beyond SQS's delay) first copies the object onto itself
+  (same bytes, same key: its age restarts), then writes the job as before. A crash between
+  leaves a younger object and the job unchanged: harmless. Racing another refresh or a put of
+  the same payload, every outcome is the same bytes, at least as young. So an object's last
+  write is at most MAX_HORIZON before the due time of any job (or retry) referencing it, and
+  it lives the retention + the margin past that: through the job's SQS-delayed retries and
+  any manual retry or dead-letter replay while the job is kept.
+- The consumer (or a worker, through the lease's presigned URL) reads the object after the fence
+  and before the function; a missing or altered object fails the attempt without a retry (the
+  job goes dead, its envelope to the DLQ), an S3 outage fails the delivery (SQS redelivers). The
+  invariants hold as before: the job item is the only state dispatch reads, and it is written
+  after its object exists.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from sundial.store.idempotency import IdempotencyKeys
 from sundial.store.job_items import MovedJobPointers
 from sundial.store.job_listing import JobRangeReader
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
 from sundial.store.submission_windows import SubmissionWindows
@@ -136,6 +137,17 @@ class Dependencies:
         )
 
     @cached_property
+    def payloads(self) -> PayloadStore | None:
+        """The payload bucket (SUNDIAL_PAYLOAD_BUCKET), if the deployment has one. A 5 MiB
+        object takes longer than a DynamoDB answer: its reads may take 30 s between bytes."""
+        if self.settings.payload_bucket is None:
+            return None
+        # SigV4 for the presigned GETs a lease hands out (botocore's default for S3 in
+        # us-east-1 would presign with the legacy SigV2).
+        config = boto_config(read_timeout=30).merge(Config(signature_version="s3v4"))
+        return PayloadStore(self._client("s3", config), self.settings.payload_bucket)
+
+    @cached_property
     def dead_letter_sender(self) -> QueueSender:
         return QueueSender(self._client("sqs"), self.settings.dead_letter_urls)
 
@@ -156,6 +168,7 @@ class Dependencies:
             chain=self.chain,
             rng=self._random(),
             admission=self.admission,
+            payloads=self.payloads,
         )
 
     @cached_property
@@ -174,6 +187,7 @@ class Dependencies:
             retention_days=self.settings.retention_days,
             queue_states=self.queue_states,
             admission=self.admission,
+            payloads=self.payloads,
         )
 
     @cached_property
@@ -269,6 +283,7 @@ class Dependencies:
                 clock=self.clock,
                 rng=self._random(),
                 dags=lambda: self.dag_progress,
+                payloads=self.payloads,
             )
         )
 

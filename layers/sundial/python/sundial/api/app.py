@@ -35,6 +35,7 @@ from sundial.errors import (
     TooLargeForQueue,
     Unavailable,
 )
+from sundial.model.submission import PAYLOAD_TOO_LARGE
 
 API_TITLE = "Sundial"
 API_VERSION = __version__
@@ -114,12 +115,16 @@ def field_errors(errors: Sequence[dict[str, Any]]) -> list[FieldError]:
 
 
 def _on_invalid_request(error: RequestValidationError) -> Response[str]:
-    errors = field_errors(list(error.errors()))
+    raw = list(error.errors())
+    errors = field_errors(raw)
     shown = [*errors[:MAX_FIELD_ERRORS]]
     message = "; ".join(f"{e.field}: {e.reason}" for e in shown) or "invalid request"
     if len(errors) > len(shown):
         message += f"; and {len(errors) - len(shown)} more"
-    return error_response(HTTPStatus.BAD_REQUEST, ErrorBody(message=message, errors=errors))
+    # A payload over the API's limit never fits, whatever else is wrong: 413, naming it.
+    too_large = any(e.get("type") == PAYLOAD_TOO_LARGE for e in raw)
+    status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE if too_large else HTTPStatus.BAD_REQUEST
+    return error_response(status, ErrorBody(message=message, errors=errors))
 
 
 def _on_domain_error(error: SundialError) -> Response[str]:

@@ -76,6 +76,7 @@ def replay_dead_letters(queue: QueueName, request: ReplayRequest | None = None) 
         skipped=outcome.skipped,
         unreplayable=outcome.unreplayable,
         more=outcome.more,
+        in_flight=outcome.in_flight,
     )
 
 

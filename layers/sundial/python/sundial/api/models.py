@@ -13,7 +13,7 @@ from sundial.retry import integral
 from sundial.runs.leases import LeasedJob
 from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
 from sundial.store.dead_letters import DeadLetter
-from sundial.transport.envelope import Envelope
+from sundial.transport.envelope import Envelope, PayloadRefView
 
 
 def _time(ms: int | None) -> str | None:
@@ -80,7 +80,13 @@ class MoveView(BaseModel):
 class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
-    payload: JsonValue
+    payload: JsonValue = Field(
+        description="The payload; null for a payload stored in S3, which `payload_ref` names "
+        "(GET /jobs/{id} does not return megabytes: a consumer gets it in its envelope)"
+    )
+    payload_ref: PayloadRefView | None = Field(
+        default=None, description="Where a payload stored in S3 is: its key, sha256 and size"
+    )
     idempotency_key: str | None = None
     queued_at: str | None = None
     started_at: str | None = Field(default=None, description="Start of the latest attempt")
@@ -116,6 +122,7 @@ class JobDetail(JobSummary):
             attempts=job.attempts,
             max_attempts=job.max_attempts,
             payload=json.loads(job.payload_json),
+            payload_ref=PayloadRefView(**job.payload_ref.as_json()) if job.payload_ref else None,
             idempotency_key=job.idempotency_key,
             queued_at=_time(job.queued_at_ms),
             started_at=_time(job.started_at_ms),
@@ -234,6 +241,11 @@ class ReplayResult(BaseModel):
     skipped: int = Field(description="Letters whose job was no longer dead (replayed before)")
     unreplayable: int = Field(description="Letters that are not Sundial envelopes (kept)")
     more: bool = Field(description="The limit was reached: repeat the request to go on")
+    in_flight: int = Field(
+        description="Letters kept because another call is retrying their job right now; "
+        "replay again after 30 seconds to finish them (if that call died, the replay takes "
+        "the job over)"
+    )
 
 
 class PurgeResult(BaseModel):
@@ -245,6 +257,12 @@ class LeasedJobView(BaseModel):
     job: Envelope
     lease: str = Field(description="Pass to heartbeat, ack and nack")
     lease_expires_at: str
+    payload_url: str | None = Field(
+        default=None,
+        description="For a payload stored in S3 (job.payload_ref): a presigned HTTPS GET URL "
+        "of it, valid until the lease expires; check its bytes against payload_ref.sha256 "
+        "(sundial.worker does both)",
+    )
 
     @classmethod
     def of(cls, leased: LeasedJob) -> LeasedJobView:
@@ -252,6 +270,7 @@ class LeasedJobView(BaseModel):
             job=leased.envelope,
             lease=leased.lease.token(),
             lease_expires_at=to_rfc3339(leased.lease_expires_at_ms),
+            payload_url=leased.payload_url,
         )
 
 

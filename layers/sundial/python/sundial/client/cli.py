@@ -206,6 +206,7 @@ def _jobs_submit(client: SundialClient, args: argparse.Namespace, out: Output) -
         priority=args.priority,
         max_attempts=args.max_attempts,
         idempotency_key=args.idempotency_key,
+        payload_storage=args.payload_storage,
     )
     out.item(job, "job submitted")
 
@@ -221,6 +222,9 @@ def _jobs_change(client: SundialClient, args: argparse.Namespace, out: Output) -
     }
     if args.payload is not None:
         changes["payload"] = read_json(args.payload, "--payload")
+        changes["payload_storage"] = args.payload_storage
+    elif args.payload_storage is not None:
+        raise UsageError("--payload-storage applies to a new payload: give --payload too")
     if all(value is None for name, value in changes.items() if name != "payload") and (
         "payload" not in changes
     ):
@@ -466,6 +470,7 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
                     "replayed": total.replayed,
                     "skipped": total.skipped,
                     "unreplayable": total.unreplayable,
+                    "in_flight": total.in_flight,
                     "requests": total.requests,
                 }
             )
@@ -475,6 +480,11 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
             f"{total.replayed:,} jobs re-queued from {args.queue}'s dead letters "
             f"({total.skipped:,} already replayed, {total.unreplayable:,} not Sundial envelopes)"
         )
+        if total.in_flight:
+            out.line(
+                f"{total.in_flight:,} letters kept: another call is retrying their jobs; "
+                "replay again in 30 seconds to finish them"
+            )
 
 
 def _dead_purge(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
@@ -565,6 +575,16 @@ def _submit_options(parser: argparse.ArgumentParser) -> None:
     _job_options(parser)
     parser.add_argument("--in", dest="delay", help="run after this delay: 90s, 10m, 1h30m, 2d")
     parser.add_argument("--at", help="run at this time, RFC 3339: 2026-11-22T09:00:00Z")
+    _payload_storage_option(parser)
+
+
+def _payload_storage_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--payload-storage",
+        choices=["auto", "s3"],
+        help="where the payload is kept: auto (inline up to 64 KiB, S3 beyond; the default) "
+        "or s3 (in S3 whatever its size); a payload may be up to 5 MiB",
+    )
 
 
 def _change_options(parser: argparse.ArgumentParser) -> None:
@@ -574,6 +594,7 @@ def _change_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--payload", help="the new payload: JSON, @file.json, or @- for stdin")
     parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
     parser.add_argument("--max-attempts", type=int, help="1-100")
+    _payload_storage_option(parser)
 
 
 def _jobs_ls_options(parser: argparse.ArgumentParser) -> None:

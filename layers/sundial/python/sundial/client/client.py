@@ -60,6 +60,7 @@ from sundial.client.models import (
     Misfire,
     OnFailure,
     ParentResults,
+    PayloadStorage,
     Priority,
     PurgeResult,
     QueueDetail,
@@ -104,9 +105,11 @@ class ReplayProgress:
 
     replayed: int
     skipped: int
-    unreplayable: int
+    unreplayable: int  # letters kept: the last request sees them all (each request does)
     requests: int
     more: bool
+    # Letters kept because another call is retrying their job: replay again in 30 s.
+    in_flight: int = 0
 
 
 class Keep:
@@ -224,8 +227,11 @@ class SundialClient:
         max_attempts: int | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
+        payload_storage: PayloadStorage | None = None,
     ) -> JobSummary:
-        """Submit one job to run at `run_at` or after `delay_seconds` (neither: now).
+        """Submit one job to run at `run_at` or after `delay_seconds` (neither: now). A payload
+        may be up to 5 MiB: over 64 KiB (or with `payload_storage="s3"`) the API stores it in
+        S3 and consumers get it transparently.
 
         Safe to repeat: a key is generated when none is given, so a retried submit returns
         the first job; the API answers 201 for a new job, 200 for the earlier one."""
@@ -240,6 +246,7 @@ class SundialClient:
             max_attempts=max_attempts,
             retry=retry,
             idempotency_key=idempotency_key or new_idempotency_key(),
+            payload_storage=payload_storage,
         )
         return self._call(JobSummary, "POST", "/jobs", body=body, repeat=Repeat.SAFE)
 
@@ -278,17 +285,20 @@ class SundialClient:
         priority: Priority | None = None,
         payload: JsonValue | Keep = KEEP,
         max_attempts: int | None = None,
+        payload_storage: PayloadStorage | None = None,
     ) -> JobDetail:
         """Change a job waiting for its first attempt (PATCH /jobs/{id}): its time (`run_at` or
         `delay_seconds`), priority, payload (None is a payload: leave it out to keep the old
-        one) or attempt budget. The job keeps its id. Conflict (409) with the reason when its
-        attempt has started or ended, or it is a DAG node or a schedule's occurrence."""
+        one; `payload_storage` for it, as on submit) or attempt budget. The job keeps its id.
+        Conflict (409) with the reason when its attempt has started or ended, or it is a DAG
+        node or a schedule's occurrence."""
         body = _without_none(
             {
                 "run_at": _time(run_at),
                 "delay_seconds": delay_seconds,
                 "priority": priority,
                 "max_attempts": max_attempts,
+                "payload_storage": payload_storage,
             }
         )
         if not isinstance(payload, Keep):
@@ -615,9 +625,10 @@ class SundialClient:
             progress = ReplayProgress(
                 replayed=progress.replayed + len(result.replayed),
                 skipped=progress.skipped + result.skipped,
-                unreplayable=progress.unreplayable + result.unreplayable,
+                unreplayable=result.unreplayable,
                 requests=progress.requests + 1,
                 more=result.more,
+                in_flight=result.in_flight,
             )
             if on_progress is not None:
                 on_progress(progress)

@@ -21,6 +21,7 @@ Status = Literal[
     "pending", "queued", "running", "succeeded", "failed", "dead", "cancelled", "blocked", "paused"
 ]
 Priority = Literal["critical", "high", "normal", "low"]
+PayloadStorage = Literal["auto", "s3"]
 DagStatus = Literal["running", "paused", "succeeded", "failed", "cancelled"]
 ScheduleState = Literal["active", "paused", "resuming", "deleted"]
 RunOutcome = Literal["fired", "skipped", "cancelled", "replaced"]
@@ -57,10 +58,19 @@ class MoveView(ApiModel):
     changed: list[str]
 
 
+class PayloadRefView(BaseModel):
+    """Where a payload stored in S3 is (GET /jobs/{id} returns this, not the payload)."""
+
+    key: str
+    sha256: str
+    bytes: int
+
+
 class JobDetail(JobSummary):
     attempts: int
     max_attempts: int
     payload: JsonValue
+    payload_ref: PayloadRefView | None = None
     idempotency_key: str | None = None
     queued_at: datetime | None = None
     started_at: datetime | None = None
@@ -126,6 +136,7 @@ class ReplayResult(ApiModel):
     skipped: int
     unreplayable: int
     more: bool
+    in_flight: int
 
 
 class PurgeResult(ApiModel):
@@ -162,12 +173,14 @@ class Envelope(ApiModel):
     dag: DagContext | None = None
     correlation_id: str | None = None
     revision: int = 0
+    payload_ref: PayloadRefView | None = None
 
 
 class LeasedJobView(ApiModel):
     job: Envelope
     lease: str
     lease_expires_at: datetime
+    payload_url: str | None = None
 
 
 class LeaseResult(ApiModel):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sundial.ids import JobKey
+from sundial.model.payloads import PayloadRef
 from sundial.retry import RetryPolicy
 
 
@@ -120,7 +121,8 @@ MAX_MOVES = 100
 @dataclass(slots=True)
 class Job(Keyed):
     """One job item. `payload_json` is kept as the JSON text the client sent (re-serialised
-    compactly), so it is stored and forwarded without float or key-order surprises."""
+    compactly), so it is stored and forwarded without float or key-order surprises. A payload
+    stored in S3 (sundial.model.payloads) is `payload_ref`, and `payload_json` is then "null"."""
 
     key: JobKey
     queue: str
@@ -168,6 +170,7 @@ class Job(Keyed):
     origin: JobKey | None = None
     revision: int = 0
     moves: list[Move] = field(default_factory=list)
+    payload_ref: PayloadRef | None = None
 
     @property
     def envelope_id(self) -> str:

@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 
 import sundial.quotas
 from sundial.model.job import Priority
+from sundial.model.payloads import MAX_STORED_PAYLOAD_BYTES, PayloadStorage
 from sundial.retry import RetryPolicy, integral
 
 MAX_PAYLOAD_BYTES = sundial.quotas.MAX_PAYLOAD_BYTES  # the API's limit; a queue may set a lower one
@@ -67,6 +68,19 @@ def check_payload_size(value: JsonValue) -> JsonValue:
     return value
 
 
+def check_stored_payload_size(value: JsonValue) -> JsonValue:
+    """A job's payload, which may be stored in S3: at most MAX_STORED_PAYLOAD_BYTES. A larger
+    one is refused with 413 (sundial.api.app answers this error type so), naming the field."""
+    size = json_size(value)
+    if size > MAX_STORED_PAYLOAD_BYTES:
+        raise PydanticCustomError(
+            PAYLOAD_TOO_LARGE,
+            "payload is {size} bytes; the limit is {limit}",
+            {"size": size, "limit": MAX_STORED_PAYLOAD_BYTES},
+        )
+    return value
+
+
 def check_rfc3339(value: str) -> str:
     parse_rfc3339(value)
     return value
@@ -75,6 +89,15 @@ def check_rfc3339(value: str) -> str:
 # Field types that validate themselves, for every request model.
 Rfc3339 = Annotated[str, AfterValidator(check_rfc3339)]
 Payload = Annotated[JsonValue, AfterValidator(check_payload_size)]
+# A job's payload (POST /jobs, PATCH /jobs/{id}): over the inline limit it is stored in S3.
+JobPayload = Annotated[JsonValue, AfterValidator(check_stored_payload_size)]
+# The validation error type of a payload over MAX_STORED_PAYLOAD_BYTES: a 413, not a 400.
+PAYLOAD_TOO_LARGE = "payload_too_large"
+_STORAGE_DESCRIPTION = (
+    "Where the payload is kept: `auto` (the default) in the job itself up to "
+    f"{MAX_PAYLOAD_BYTES} bytes and in the stack's S3 payload bucket beyond; `s3` in the bucket "
+    "whatever its size (the job and its messages then carry a reference, `payload_ref`)"
+)
 
 
 class SubmitJob(BaseModel):
@@ -83,8 +106,13 @@ class SubmitJob(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue: str = Field(min_length=1, max_length=40, description="A queue declared in cdk.json")
-    payload: Payload = Field(
-        default=None, description=f"Any JSON value, at most {MAX_PAYLOAD_BYTES} bytes serialized"
+    payload: JobPayload = Field(
+        default=None,
+        description=f"Any JSON value, at most {MAX_STORED_PAYLOAD_BYTES} bytes serialized "
+        f"(over {MAX_PAYLOAD_BYTES} it is stored in S3: see payload_storage)",
+    )
+    payload_storage: PayloadStorage = Field(
+        default=PayloadStorage.AUTO, description=_STORAGE_DESCRIPTION
     )
     run_at: Rfc3339 | None = Field(
         default=None,
@@ -130,7 +158,9 @@ class SubmitJob(BaseModel):
     def fingerprint(self) -> str:
         """Identifies the request's content, to tell a true repeat from a reused key."""
         canonical = json.dumps(
-            self.model_dump(mode="json", exclude={"idempotency_key"}),
+            # Where the payload is kept is not what the job is: a repeat asking for another
+            # storage is the same job, and gets the first one.
+            self.model_dump(mode="json", exclude={"idempotency_key", "payload_storage"}),
             sort_keys=True,
             separators=(",", ":"),
         )
@@ -161,10 +191,15 @@ class ChangeJob(BaseModel):
         description="Run this many seconds from now (0: now)",
     )
     priority: Priority | None = None
-    payload: Payload = Field(
+    payload: JobPayload = Field(
         default=None,
         description="The new payload, replacing the old one (null is a payload too: leave the "
-        "field out to keep the old one)",
+        f"field out to keep the old one); at most {MAX_STORED_PAYLOAD_BYTES} bytes, stored as "
+        "payload_storage says",
+    )
+    payload_storage: PayloadStorage = Field(
+        default=PayloadStorage.AUTO,
+        description=f"For a new payload: {_STORAGE_DESCRIPTION}",
     )
     max_attempts: StrictInt | None = Field(default=None, ge=1, le=100)
 
@@ -185,7 +220,13 @@ class ChangeJob(BaseModel):
                 "give at least one of run_at, delay_seconds, priority, payload or max_attempts",
                 {"field": "body"},
             )
-        for name in sorted(given - {"payload"}):
+        if "payload_storage" in given and "payload" not in given:
+            raise PydanticCustomError(
+                "storage_without_payload",
+                "payload_storage applies to a new payload: give payload too",
+                {"field": "payload_storage"},
+            )
+        for name in sorted(given - {"payload", "payload_storage"}):
             if getattr(self, name) is None:
                 raise PydanticCustomError(
                     "null_change",

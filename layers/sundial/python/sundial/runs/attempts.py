@@ -33,6 +33,7 @@ from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 
 MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
@@ -78,6 +79,9 @@ class LifecycleDeps:
     # Builds the DAG engine on the first DAG node this runner meets; None: this runner
     # refuses DAG nodes (an error, so SQS delivers the node again elsewhere).
     dags: Callable[[], DagHooks] | None = None
+    # The payload bucket, to fetch a payload stored in S3 (sundial.store.payloads); None: this
+    # runner has no access to it, and such a job's attempt fails (PayloadUnavailable).
+    payloads: PayloadStore | None = None
 
 
 def attempt_error(error: BaseException, *, attempt: int, at_ms: int) -> AttemptError:
@@ -252,12 +256,17 @@ class Attempts:
             return
         # Beyond SQS's 15-minute delay: a timer item the sweeper dispatches at the time. It is
         # written more than 15 minutes ahead, so no sweep can have passed it (see timing.py).
+        if job.payload_ref is not None and deps.payloads is not None:
+            # The retry may be far out (a worker's retry_after, a long backoff): its stored
+            # payload's lifecycle restarts first, as a move's does.
+            deps.payloads.refresh(job.payload_ref)
         timer = Job(
             key=JobKey(
                 shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))
             ),
             queue=job.queue,
             payload_json=job.payload_json,
+            payload_ref=job.payload_ref,  # its message references the same stored payload
             priority=job.priority,
             max_attempts=job.max_attempts,
             created_at_ms=job.created_at_ms,

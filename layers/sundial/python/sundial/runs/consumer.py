@@ -13,6 +13,10 @@ For each SQS record (Powertools batch processing, partial batch responses):
    it to the DLQ after maxReceiveCount;
 2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, or if this
    delivery is for an attempt that is no longer due (a duplicate);
+   a payload stored in S3 (`payload_ref`) is fetched and checked against its sha256 here, and
+   the function gets the envelope with the payload in place, as if it had been inline. A
+   missing or altered object is a permanent failure of the attempt (the job goes dead, to the
+   DLQ, with the reason); an S3 outage fails the record, so SQS delivers it again;
 3. take the attempt: one conditional write `queued -> running` for this attempt. It fails if
    the job was cancelled after the read, and then the function is not called: so a cancel
    that answered 200 `cancelled` means the effect never runs, and a cancel that comes after
@@ -30,6 +34,7 @@ succeeded: the fence sees `succeeded`, and the success write is conditional on t
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,11 +53,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.model.job import Priority
+from sundial.model.payloads import PayloadUnavailable
 from sundial.runs.attempts import (
     Attempts,
     LifecycleDeps,
     attempt_error,
 )
+from sundial.store.payloads import PayloadStore
 from sundial.transport.envelope import Envelope
 from sundial.transport.sender import QueueSender
 
@@ -74,6 +81,20 @@ def _log_keys(**keys: object) -> Iterator[None]:
         yield
     finally:
         logger.thread_safe_remove_keys(keys)
+
+
+def with_stored_payload(envelope: Envelope, payloads: PayloadStore | None) -> Envelope:
+    """The envelope with its payload in place: fetched from S3 and checked, for a payload
+    stored there; as it is otherwise. PayloadUnavailable if it cannot be had for good."""
+    if envelope.payload_ref is None:
+        return envelope
+    ref = envelope.payload_ref.ref()
+    if payloads is None:
+        raise PayloadUnavailable(
+            f"job {envelope.id}'s payload is stored in S3 ({ref.key}) and this consumer has no "
+            "payload bucket (SUNDIAL_PAYLOAD_BUCKET)"
+        )
+    return envelope.model_copy(update={"payload": json.loads(payloads.get(ref))})
 
 
 class NonRetryableError(Exception):
@@ -188,14 +209,21 @@ class JobConsumer:
             job, attempt, revision=envelope.revision, redelivered=redelivered
         ):
             return
+        unavailable: PayloadUnavailable | None = None
+        try:
+            envelope = with_stored_payload(envelope, self.deps.payloads)
+        except PayloadUnavailable as error:
+            unavailable = error  # the attempt is taken, then fails for good: below
         started = self.attempts.start(job, attempt)
         if started is None:
             return  # cancelled since the read, or another runner took the attempt
         try:
+            if unavailable is not None:
+                raise unavailable
             result = self._run_with_heartbeat(envelope, record.receipt_handle)
         except Exception as error:  # every failure of the job is recorded
             failure = attempt_error(error, attempt=attempt, at_ms=self.deps.clock.now_ms())
-            retryable = not isinstance(error, self._non_retryable)
+            retryable = not isinstance(error, (*self._non_retryable, PayloadUnavailable))
             self.attempts.fail(job, attempt, started_ms=started, error=failure, retryable=retryable)
         else:
             self.attempts.succeed(job, attempt, started_ms=started, result=result)

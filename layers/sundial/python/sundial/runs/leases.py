@@ -136,6 +136,8 @@ class LeasedJob:
     envelope: Envelope
     lease: Lease
     lease_expires_at_ms: int
+    # For a payload stored in S3: a presigned GET URL of it, valid for the lease.
+    payload_url: str | None = None
 
 
 class LeaseService:
@@ -162,8 +164,18 @@ class LeaseService:
             job = self._admit(queue, message.body, message.receipt_handle, message.receive_count)
             if job is not None:
                 lease = Lease(job.id, queue, job.attempt, message.receipt_handle)
-                leased.append(LeasedJob(job, lease, now + request.lease_seconds * 1000))
+                url = self._payload_url(job, request.lease_seconds)
+                leased.append(LeasedJob(job, lease, now + request.lease_seconds * 1000, url))
         return leased
+
+    def _payload_url(self, envelope: Envelope, lease_seconds: int) -> str | None:
+        """A presigned GET of the job's stored payload, expiring with the lease (a heartbeat
+        extends the lease, not the URL: the worker fetches the payload as it starts)."""
+        if envelope.payload_ref is None or self._deps.payloads is None:
+            return None  # no bucket: the worker reports the payload unavailable (a nack)
+        return self._deps.payloads.presigned_get(
+            envelope.payload_ref.ref(), expires_s=lease_seconds
+        )
 
     def _admit(
         self, queue: str, body: str, receipt_handle: str, receive_count: int

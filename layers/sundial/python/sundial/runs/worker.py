@@ -38,6 +38,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.session import get_session
 
 from sundial.clock import Clock, SystemClock
+from sundial.model.payloads import PayloadUnavailable, check_payload
 from sundial.transport.envelope import Envelope
 
 logger = logging.getLogger("sundial.runs.worker")
@@ -93,6 +94,40 @@ class HttpTransport:
 class Held:
     envelope: Envelope
     lease: str
+    payload_url: str | None = None  # a payload stored in S3: where to GET it (presigned)
+
+
+PAYLOAD_FETCH_TIMEOUT_S = 60.0
+
+
+def fetch_payload(envelope: Envelope, payload_url: str | None) -> Envelope:
+    """The envelope with its payload in place: a payload stored in S3 is fetched from the
+    lease's presigned URL and checked against its sha256. PayloadUnavailable (the job then
+    dies: no retry brings it back) if the object is gone or altered, or the lease came without
+    a URL; a network error or an S3 5xx is raised as it is (a retryable failure)."""
+    if envelope.payload_ref is None:
+        return envelope
+    ref = envelope.payload_ref.ref()
+    if payload_url is None:
+        raise PayloadUnavailable(
+            f"job {envelope.id}'s payload is stored in S3 ({ref.key}) but the lease gave no "
+            "payload_url: the API has no payload bucket"
+        )
+    response = urllib3.request(
+        "GET", payload_url, timeout=urllib3.Timeout(connect=5, read=PAYLOAD_FETCH_TIMEOUT_S)
+    )
+    if response.status == 404:
+        raise PayloadUnavailable(f"payload object {ref.key} is missing (expired?)")
+    if response.status != 200:
+        raise RuntimeError(f"fetching the payload of job {envelope.id}: HTTP {response.status}")
+    payload = json.loads(check_payload(ref, response.data))
+    return envelope.model_copy(update={"payload": payload})
+
+
+def run_job(function: JobFunction, envelope: Envelope, payload_url: str | None) -> Any:
+    """What a pool runs for one job: its payload fetched (if stored in S3), then the function.
+    Module-level, so a process pool can pickle it."""
+    return function(fetch_payload(envelope, payload_url))
 
 
 class Worker:
@@ -183,7 +218,7 @@ class Worker:
             for held in jobs:
                 with self._slots:
                     self._held[held.envelope.id] = held
-                future = executor.submit(self._function, held.envelope)
+                future = executor.submit(run_job, self._function, held.envelope, held.payload_url)
                 future.add_done_callback(partial(self._finish, held))
 
     def _lease(self, count: int) -> list[Held]:
@@ -201,7 +236,8 @@ class Worker:
             self._stopping.wait(1)
             return []
         return [
-            Held(Envelope.model_validate(item["job"]), item["lease"]) for item in result["jobs"]
+            Held(Envelope.model_validate(item["job"]), item["lease"], item.get("payload_url"))
+            for item in result["jobs"]
         ]
 
     def _finish(self, held: Held, done: Future[Any]) -> None:
@@ -219,7 +255,9 @@ class Worker:
                         "error_type": type(error).__name__,
                         "message": str(error)[:500],
                         "traceback": "".join(traceback.format_exception(error))[:10_000],
-                        "retryable": not isinstance(error, self._non_retryable),
+                        "retryable": not isinstance(
+                            error, (*self._non_retryable, PayloadUnavailable)
+                        ),
                     },
                 )
         finally:

@@ -2,7 +2,11 @@
 
 Replay re-queues a still-dead job through `JobService.retry` (dead -> queued) and then deletes
 its index item, so a repeated replay finds nothing to do, or finds the job no longer dead and
-skips it: it never runs a job twice."""
+skips it: it never runs a job twice. A letter whose job another call is retrying right now
+(pending and direct: that call sends it) is kept: if that call died before its send, the next
+replay after SUBMIT_IN_FLIGHT_MS takes the job over (the requeue allows it), so the job is
+never stranded with its letter gone (the simulation's dead-letter profile found that, chaos
+seed 22: a replay that crashed before its send, repeated at once, deleted the letter)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sundial.errors import Conflict, JobNotFound, QueueNotFound
+from sundial.model.job import Status
 from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.jobs import JobService
 from sundial.store.dead_letters import DeadLetter, DeadLetterStore, time_sk
@@ -41,6 +46,11 @@ class ReplayOutcome:
     skipped: int  # no longer dead (replayed before, retried, or expired): index item removed
     unreplayable: int  # bodies that are not envelopes: kept for inspection, purge removes them
     more: bool  # the request stopped at its limit; repeat it to go on
+    # Letters kept because their job is being retried by another call (replay again after
+    # SUBMIT_IN_FLIGHT_MS to take over one whose call died). Kept letters (these and the
+    # unreplayable) do not count toward the limit, and every request sees them again, so the
+    # last request of a replay counts them all.
+    in_flight: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,29 +86,34 @@ class DeadLetterService:
         self._known(queue)
         low, high = which.bounds()
         replayed: list[str] = []
-        skipped = unreplayable = 0
+        skipped = unreplayable = in_flight = 0
         seen = 0
         for letter in self._letters.scan_range(
             queue, from_sk=low, to_sk=high, error_type=which.error_type
         ):
             if which.job_id is not None and letter.job_id != which.job_id:
                 continue  # another job's letter: neither replayed nor counted
-            if seen == limit:
-                return ReplayOutcome(replayed, skipped, unreplayable, more=True)
-            seen += 1
             if letter.job_id is None:
                 unreplayable += 1
                 continue
+            if seen == limit:
+                return ReplayOutcome(replayed, skipped, unreplayable, True, in_flight)
             try:
                 job = self._jobs.retry(letter.job_id, only_dead=True)
-            except (Conflict, JobNotFound):
+            except Conflict as conflict:
+                if conflict.status == Status.PENDING:
+                    in_flight += 1  # being retried by a call that may have died: keep it
+                    continue
+                skipped += 1
+            except JobNotFound:
                 skipped += 1
             else:
                 replayed.append(job.id)
+            seen += 1
             # Only after the retry: a crash in between leaves the item, and the next replay
             # finds the job queued (a 409) and skips it.
             self._letters.delete(letter)
-        return ReplayOutcome(replayed, skipped, unreplayable, more=False)
+        return ReplayOutcome(replayed, skipped, unreplayable, False, in_flight)
 
     def purge(self, queue: str, *, before_ms: int, limit: int) -> PurgeOutcome:
         self._known(queue)

@@ -9,9 +9,16 @@ from dataclasses import dataclass
 from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.errors import Conflict, InvalidInput, JobNotFound, SundialError, Unavailable
+from sundial.errors import (
+    Conflict,
+    InvalidInput,
+    JobNotFound,
+    SundialError,
+    Unavailable,
+)
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
+from sundial.model.payloads import PayloadRef, PayloadStorage
 from sundial.model.submission import MAX_HORIZON_S, SubmitJob
 from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
 from sundial.services.admission import Admission
@@ -20,6 +27,7 @@ from sundial.services.direct import DirectSender
 from sundial.store.attempts import AttemptStore
 from sundial.store.idempotency import IdempotencyKeys, IdempotencyRecord
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import MAX_HOLD_BATCH, Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 from sundial.transport.sender import Outgoing, QueueSender
@@ -54,12 +62,14 @@ class JobService:
         queue_states: QueueStateStore | None = None,
         chain: OccurrenceChain | None = None,
         admission: Admission | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         """`on_cancelled` is called with a job just cancelled (or found cancelled on a repeat),
         so a DAG node's cancellation reaches its descendants (services.dags). `chain` moves a
         schedule on past a cancelled occurrence that is retried (sundial.services.chain).
         `admission` applies the queues' quotas before a submit writes anything
-        (sundial.services.admission); None: no quotas."""
+        (sundial.services.admission); None: no quotas. `payloads`: the payload bucket, where a
+        payload over the inline limit (or asked for) is stored; None: such a payload is a 413."""
         self._store = store
         self._attempt_store = attempt_store
         self._idempotency = idempotency
@@ -75,6 +85,7 @@ class JobService:
         self._queue_states = queue_states
         self._chain = chain
         self._admission = admission
+        self._payloads = payloads
 
     # -- submit -----------------------------------------------------------------------------
 
@@ -112,12 +123,29 @@ class JobService:
             [(f"{field_prefix}[{i}]." if field_prefix else "", r) for i, r in enumerate(requests)],
             count_field=field_prefix,
         )
+        # Payloads for S3 are stored before any job is written: a crash between leaves an
+        # object no job references, which the bucket's lifecycle removes (sundial.timing).
+        refs = [
+            self.store_payload(
+                request.queue,
+                request.payload_json,
+                request.payload_storage,
+                field=f"{field_prefix}[{i}].payload" if field_prefix else "payload",
+            )
+            for i, request in enumerate(requests)
+        ]
         paused = self.paused_queues(
             {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
         )
         jobs = [
-            self.new_job(request, now, held=request.queue in paused, correlation_id=correlation_id)
-            for request in requests
+            self.new_job(
+                request,
+                now,
+                held=request.queue in paused,
+                correlation_id=correlation_id,
+                payload_ref=ref,
+            )
+            for request, ref in zip(requests, refs, strict=True)
         ]
         results: list[Submitted | SundialError | None] = [None] * len(jobs)
         fresh: list[Job] = []
@@ -187,6 +215,12 @@ class JobService:
         if request.due_ms(now) > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
 
+    def store_payload(
+        self, queue: str, payload_json: str, storage: PayloadStorage, *, field: str
+    ) -> PayloadRef | None:
+        """The payload stored in S3 if it goes there: its reference, or None (inline)."""
+        return store_payload(self._payloads, queue, payload_json, storage, field=field)
+
     def admit(self, jobs: Sequence[tuple[str, SubmitJob]], *, count_field: str) -> None:
         """The queues' quotas, after validation and before any write: a payload over its
         queue's limit is a 413, a full submission window a 429 (sundial.services.admission).
@@ -209,7 +243,10 @@ class JobService:
         *,
         held: bool = False,
         correlation_id: str | None = None,
+        payload_ref: PayloadRef | None = None,
     ) -> Job:
+        """The job `request` asks for; `payload_ref`: where its payload was stored in S3
+        (store_payload), None for an inline payload."""
         if key is None:
             key = JobKey(
                 shard=self._rng.randrange(self._shard_count),
@@ -220,7 +257,8 @@ class JobService:
         return Job(
             key=key,
             queue=request.queue,
-            payload_json=request.payload_json,
+            payload_json="null" if payload_ref is not None else request.payload_json,
+            payload_ref=payload_ref,
             priority=request.priority,
             max_attempts=request.max_attempts or self._default_attempts(request.queue),
             retry=request.retry,
@@ -256,7 +294,12 @@ class JobService:
         if job is None:
             if first_may_be_running:
                 raise Conflict("a request with this idempotency_key is in progress; retry shortly")
-            job = self.new_job(request, now, key=key)
+            # The first request stored its payload before its key record; stored again here
+            # (the same object) in case the lifecycle took it since.
+            ref = self.store_payload(
+                request.queue, request.payload_json, request.payload_storage, field="payload"
+            )
+            job = self.new_job(request, now, key=key, payload_ref=ref)
             job.created_at_ms = earlier.created_at_ms
             if not self._store.put_if_absent(job):
                 job = self._store.get(key)

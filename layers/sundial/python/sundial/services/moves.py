@@ -29,6 +29,7 @@ from sundial.model.submission import MAX_HORIZON_S, ChangeJob
 from sundial.services.admission import Admission
 from sundial.services.direct import DirectSender
 from sundial.store.jobs import JobStore
+from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import Hold, QueueStateStore
 from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 
@@ -47,13 +48,16 @@ class JobMover:
         retention_days: int,
         queue_states: QueueStateStore | None = None,
         admission: Admission | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
+        """`payloads`: where a new payload over the inline limit (or asked for) is stored."""
         self._store = store
         self._direct = direct
         self._clock = clock
         self._retention_s = retention_days * 86_400
         self._queue_states = queue_states
         self._admission = admission
+        self._payloads = payloads
 
     def move(self, job_id: str, change: ChangeJob) -> Job:
         """Apply `change` to the job; returns the job as changed (and sent, if now due soon).
@@ -133,11 +137,22 @@ class JobMover:
             due = job.due_ms
         elif due > now + MAX_HORIZON_S * 1000:
             raise InvalidInput(change.time_field, "more than 366 days ahead")
-        payload_json = job.payload_json
+        payload_json, payload_ref = job.payload_json, job.payload_ref
         if change.changes_payload:
             payload_json = change.payload_json
             if self._admission is not None:
                 self._admission.check_payload(field="", queue=job.queue, payload_json=payload_json)
+            # Stored before the move's transaction (as on submit: sundial.timing); the old
+            # payload's object stays until the lifecycle expires it.
+            payload_ref = store_payload(
+                self._payloads, job.queue, payload_json, change.payload_storage, field="payload"
+            )
+            if payload_ref is not None:
+                payload_json = "null"
+        elif payload_ref is not None and self._payloads is not None and due != job.due_ms:
+            # A later time keeps the stored payload: its object's lifecycle restarts, so it
+            # outlives the job's new time as it outlived the old one (sundial.timing).
+            self._payloads.refresh(payload_ref)
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED
@@ -148,6 +163,7 @@ class JobMover:
             origin=None if key == origin else origin,
             status=Status.PAUSED if paused else Status.PENDING,
             payload_json=payload_json,
+            payload_ref=payload_ref,
             priority=change.priority or job.priority,
             max_attempts=change.max_attempts or job.max_attempts,
             direct=direct,

@@ -18,6 +18,7 @@ occurrences an update replaced are passed over: they are not decisions of the ch
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -307,9 +308,32 @@ class ScheduleService:
         running = schedule.state is not ScheduleState.PAUSED and not ended
         return ScheduleView(
             schedule=schedule,
-            next_run_at_ms=schedule.next_after(self._clock.now_ms()) if running else None,
+            next_run_at_ms=self._next_run_ms(position) if running else None,
             last_run=position.last,
         )
+
+    def _next_run_ms(self, position: ChainPosition) -> int | None:
+        """When the schedule runs next (strictly after now, as a cron's next time is): the
+        earliest occurrence already decided and still ahead
+        (sent early, or kept as it was by an update), else its head (the first occurrence
+        nothing decided yet: after an update the new settings apply from there, not from now).
+        A head already overdue (a sweep is about to take it, or its misfire policy to skip it)
+        gives the next time from now. Reads the run records again only when the newest decided
+        one is still ahead."""
+        now = self._clock.now_ms()
+        schedule, head, last = position.schedule, position.head_at_ms, position.last
+        assert head is not None
+        upcoming = head if head > now else schedule.next_after(now)
+        if last is None or last.at_ms <= now:
+            return upcoming
+        ahead = [
+            record.at_ms
+            for record in itertools.takewhile(
+                lambda record: record.at_ms > now, self._records(schedule.id)
+            )
+            if record.outcome is RunOutcome.FIRED
+        ]
+        return min([*ahead, *([upcoming] if upcoming is not None else [])], default=None)
 
     def runs(
         self, schedule_id: str, *, limit: int, before_ms: int | None = None

@@ -28,6 +28,7 @@ from sundial.model.job import (
     Priority,
     Status,
 )
+from sundial.model.payloads import PayloadRef
 from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ def job_to_item(job: Job) -> Item:
         "attempts": num_attr(job.attempts),
         "max_attempts": num_attr(job.max_attempts),
         "created_at": num_attr(job.created_at_ms),
+        # A payload stored in S3: its reference (sundial.model.payloads), a few hundred bytes.
+        **({"payload_ref": {"M": _payload_ref_to_map(job.payload_ref)}} if job.payload_ref else {}),
     }
     for flag, is_set in (("direct", job.direct), ("chained", job.chained)):
         if is_set:
@@ -233,6 +236,23 @@ def error_to_map(error: AttemptError) -> Item:
     }
 
 
+def _payload_ref_to_map(ref: PayloadRef) -> Item:
+    return {
+        "key": str_attr(ref.key),
+        "sha256": str_attr(ref.sha256),
+        "bytes": num_attr(ref.bytes),
+    }
+
+
+def _payload_ref_from_item(item: Item) -> PayloadRef | None:
+    if "payload_ref" not in item:
+        return None
+    value = item["payload_ref"]["M"]
+    return PayloadRef(
+        key=value["key"]["S"], sha256=value["sha256"]["S"], bytes=int(value["bytes"]["N"])
+    )
+
+
 def _error_from_map(value: Item) -> AttemptError:
     return AttemptError(
         attempt=int(value["attempt"]["N"]),
@@ -249,6 +269,7 @@ def item_to_job(item: Item) -> Job:
         key=key,
         queue=item["queue"]["S"],
         payload_json=item["payload"]["S"],
+        payload_ref=_payload_ref_from_item(item),
         priority=Priority(item["priority"]["S"]),
         max_attempts=int(item["max_attempts"]["N"]),
         created_at_ms=int(item["created_at"]["N"]),

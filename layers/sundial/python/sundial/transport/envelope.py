@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from sundial.clock import to_rfc3339
 from sundial.ids import DagKey
 from sundial.model.job import DagLink, Job, Priority
+from sundial.model.payloads import PayloadRef
 
 ENVELOPE_VERSION = 1
 
@@ -36,13 +37,35 @@ class DagContext(BaseModel):
     parents: dict[str, DagParent] = Field(default_factory=dict)
 
 
+class PayloadRefView(BaseModel):
+    """Where a payload stored in S3 is (sundial.model.payloads)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    key: str = Field(description="The object's key in the stack's payload bucket")
+    sha256: str = Field(description="Hex SHA-256 of the payload's compact UTF-8 JSON")
+    bytes: int = Field(ge=0, description="The payload's size in bytes")
+
+    def ref(self) -> PayloadRef:
+        return PayloadRef(key=self.key, sha256=self.sha256, bytes=self.bytes)
+
+
 class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     v: int = Field(default=ENVELOPE_VERSION, description="Envelope format version")
     id: str = Field(description="Job id: pass it to GET /jobs/{id}")
     queue: str
-    payload: JsonValue
+    payload: JsonValue = Field(
+        description="The job's payload. A payload stored in S3 travels as `payload_ref` (and "
+        "null here); the consumer SDK and sundial.worker fetch it and put it here before the "
+        "function sees the envelope"
+    )
+    payload_ref: PayloadRefView | None = Field(
+        default=None,
+        description="Present when the payload is stored in S3 (over the inline limit, or "
+        "payload_storage s3): its key, sha256 and size",
+    )
     run_at: str = Field(description="Due time, RFC 3339 UTC with milliseconds")
     attempt: int = Field(ge=1, description="1 for the first run, 2 for the first retry, ...")
     max_attempts: int = Field(ge=1)
@@ -93,6 +116,7 @@ def envelope_body(job: Job, *, attempt: int, run_at_ms: int | None = None) -> st
             **({"dag": dag_context(job.dag)} if job.dag is not None else {}),
             **({"correlation_id": job.correlation_id} if job.correlation_id else {}),
             **({"revision": job.revision} if job.revision else {}),
+            **({"payload_ref": job.payload_ref.as_json()} if job.payload_ref else {}),
         },
         separators=(",", ":"),
         ensure_ascii=False,

@@ -372,7 +372,9 @@ async function jobPage(id) {
       ["DAG", job.dag_id ? link(`#/dags/${seg(job.dag_id)}`, `${job.dag_id} (${job.dag_node})`) : null],
       ["idempotency key", job.idempotency_key],
     ])),
-    h("h2", {}, "Payload"), jsonBlock(job.payload),
+    // A payload stored in S3 (up to 5 MiB) is not fetched: its reference is shown instead.
+    h("h2", {}, job.payload_ref ? "Payload (stored in S3)" : "Payload"),
+    jsonBlock(job.payload_ref || job.payload),
     job.result !== null && job.result !== undefined ? [h("h2", {}, "Result"), jsonBlock(job.result)] : null,
     h("h2", {}, "Attempt errors"), attemptErrors(job.history || []),
   );

@@ -1,0 +1,166 @@
+"""Large payloads over the API (issue 17, item 5): the 5 MiB limit answered 413 naming the field,
+GET /jobs/{id} with the reference, and a worker lease's presigned URL fetched over real HTTP
+from moto's S3 server by sundial.worker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from pydantic import JsonValue
+
+from sundial.clock import ManualClock
+from sundial.model.job import Priority, Status
+from sundial.model.payloads import (
+    MAX_STORED_PAYLOAD_BYTES,
+    PayloadRef,
+    PayloadStorage,
+    PayloadUnavailable,
+)
+from sundial.model.submission import SubmitJob
+from sundial.runs.worker import fetch_payload
+from sundial.transport.envelope import Envelope, PayloadRefView
+from sundial.wiring import Dependencies, configure
+from sundial.worker import Worker
+from tests.conftest import PAYLOAD_BUCKET
+from tests.support import FakeLambdaContext, call_api, http_api_event, load_handler
+
+submit_lambda = load_handler("submit")
+jobs_lambda = load_handler("jobs")
+workers_lambda = load_handler("workers")
+
+
+def _text_of(size: int) -> str:
+    return "x" * (size - 2)
+
+
+def test_a_payload_over_5_mib_is_a_413_naming_the_field(deps: Dependencies) -> None:
+    too_large = _text_of(MAX_STORED_PAYLOAD_BYTES + 1)
+    one = {"queue": "default", "delay_seconds": 60, "payload": too_large}
+    status, body = call_api(submit_lambda, "POST", "/jobs", body=one)
+    assert status == 413
+    assert body["errors"][0]["field"] == "payload"
+    assert str(MAX_STORED_PAYLOAD_BYTES) in body["errors"][0]["reason"]
+    batch = {"jobs": [{"queue": "default", "delay_seconds": 60}, one]}
+    status, body = call_api(submit_lambda, "POST", "/jobs/batch", body=batch)
+    assert status == 413 and body["errors"][0]["field"] == "jobs[1].payload"
+    # And nothing was written
+    assert boto3.client("dynamodb").scan(TableName=deps.settings.table_name)["Count"] == 0
+
+
+def test_a_large_payload_is_accepted_and_get_returns_its_reference(deps: Dependencies) -> None:
+    payload = {"blob": _text_of(1_000_000)}
+    body = {"queue": "default", "delay_seconds": 60, "payload": payload}
+    status, job = call_api(submit_lambda, "POST", "/jobs", body=body)
+    assert status == 201, job
+    status, detail = call_api(jobs_lambda, "GET", f"/jobs/{job['id']}", route="/jobs/{job_id}")
+    assert status == 200
+    compact = json.dumps(payload, separators=(",", ":")).encode()
+    assert detail["payload"] is None
+    assert detail["payload_ref"] == {
+        "key": PayloadRef.of("default", compact.decode()).key,
+        "sha256": PayloadRef.of("default", compact.decode()).sha256,
+        "bytes": len(compact),
+    }
+
+
+def test_a_lease_carries_a_presigned_url_expiring_with_the_lease(deps: Dependencies) -> None:
+    request = SubmitJob(
+        queue="email", delay_seconds=0, payload={"n": 1}, payload_storage=PayloadStorage.S3
+    )
+    job = deps.jobs.submit(request).job
+    event = http_api_event(
+        "POST",
+        "/queues/email/lease",
+        body=json.dumps({"wait": 0, "lease_seconds": 120}),
+        route="/queues/{queue}/lease",
+    )
+    response = workers_lambda.handler(event, FakeLambdaContext())
+    [leased] = json.loads(response["body"])["jobs"]
+    assert leased["job"]["payload_ref"]["key"] == job.payload_ref.key  # type: ignore[union-attr]
+    url = urlsplit(leased["payload_url"])
+    assert url.scheme == "https" and url.path.endswith(job.payload_ref.key)  # type: ignore[union-attr]
+    query = parse_qs(url.query)
+    assert query["X-Amz-Expires"] == ["120"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+
+
+# -- a worker, with the payload bucket on a real HTTP endpoint (moto's server) ----------------
+
+
+@pytest.fixture
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's S3 over HTTP, for the presigned GETs a worker makes with plain urllib3; the
+    functions' S3 client is pointed at it (AWS_ENDPOINT_URL_S3), the rest stays in-process."""
+    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=PAYLOAD_BUCKET)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+def _envelope(ref: PayloadRef) -> Envelope:
+    return Envelope(
+        id="AQ",
+        queue="email",
+        payload=None,
+        payload_ref=PayloadRefView(**ref.as_json()),
+        run_at="2026-11-21T12:00:00.000Z",
+        attempt=1,
+        max_attempts=1,
+        priority=Priority.NORMAL,
+        created_at="2026-11-21T12:00:00.000Z",
+    )
+
+
+def test_a_worker_runs_a_5_mib_payload_from_its_lease(
+    environ: dict[str, str], clock: ManualClock, s3_server: str
+) -> None:
+    deps = configure(clock=clock, environ=environ)
+    payload: JsonValue = {"blob": "y" * (MAX_STORED_PAYLOAD_BYTES - len('{"blob":""}'))}
+    job_id = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, payload=payload)).job.id
+    seen: list[Any] = []
+
+    def transport(method: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        route = "/queues/{queue}/lease" if path.startswith("/queues/") else None
+        route = route or "/jobs/{job_id}/" + path.rsplit("/", 1)[1]
+        event = http_api_event(method, path, body=json.dumps(body), route=route)
+        response = workers_lambda.handler(event, FakeLambdaContext())
+        return response["statusCode"], json.loads(response["body"])
+
+    def run(job: Envelope) -> int:
+        seen.append(job.payload)
+        return 1
+
+    Worker(run, queue="email", transport=transport, burst=True, wait_seconds=0).run()
+    assert seen == [payload]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_a_worker_refuses_an_altered_or_missing_payload(
+    environ: dict[str, str], clock: ManualClock, s3_server: str
+) -> None:
+    deps = configure(clock=clock, environ=environ)
+    assert deps.payloads is not None
+    ref = deps.payloads.put("email", '{"v":1}')
+    url = deps.payloads.presigned_get(ref, expires_s=60)
+    assert fetch_payload(_envelope(ref), url).payload == {"v": 1}
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    s3.put_object(Bucket=PAYLOAD_BUCKET, Key=ref.key, Body=b'{"v":2}')
+    with pytest.raises(PayloadUnavailable, match="does not match"):
+        fetch_payload(_envelope(ref), url)
+    s3.delete_object(Bucket=PAYLOAD_BUCKET, Key=ref.key)
+    with pytest.raises(PayloadUnavailable, match="missing"):
+        fetch_payload(_envelope(ref), url)
+    with pytest.raises(PayloadUnavailable, match="no payload_url"):
+        fetch_payload(_envelope(ref), None)
