@@ -106,6 +106,11 @@ chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10500) with rando
 run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
 	$(PY) -m sundial.local
 
+.PHONY: backfill-index
+backfill-index: $(VENV)/.installed ## Once after upgrading: index older schedules and DAGs for the listings (a Scan of TABLE)
+	@test -n "$(TABLE)" || { echo "usage: make backfill-index TABLE=<the job table> [RETENTION_DAYS=30]"; exit 2; }
+	$(PY) -m sundial.backfill --table $(TABLE) --retention-days $(or $(RETENTION_DAYS),30)
+
 .PHONY: demo
 demo: $(VENV)/.installed ## Submit a realistic mix of jobs to the running `make run`
 	$(PY) scripts/demo.py

@@ -27,7 +27,7 @@ from bench.meter import Call
 from bench.prices import MILLION, PRICES, Prices
 from bench.system import InProcessSundial, Invocation, payload
 from sundial.clock import to_rfc3339
-from sundial.ids import JobKey
+from sundial.ids import SHARD_PREFIX, JobKey
 from sundial.model.submission import parse_rfc3339
 from sundial.timing import SWEEP_LOOKAHEAD_MS
 from sundial.transport.envelope import Envelope
@@ -339,7 +339,10 @@ def job_statuses(system: InProcessSundial) -> dict[str, int]:
         client = system.session.client("dynamodb")
         for page in client.get_paginator("scan").paginate(TableName=system.table):
             items += page["Items"]
-    return dict(Counter(item["status"]["S"] for item in items if item["sk"]["S"][:1].isdigit()))
+    # Job items only: in the shards' partitions (index items, e.g. a queue's schedules or dead
+    # letters, also have sort keys that start with a time).
+    jobs = [item for item in items if item["pk"]["S"].startswith(SHARD_PREFIX)]
+    return dict(Counter(item["status"]["S"] for item in jobs if item["sk"]["S"][:1].isdigit()))
 
 
 def run_path(path: LedgerPath, config: BenchConfig, jobs: int) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class JobsApi(Construct):
             self._add_routes(
                 integrations.HttpLambdaIntegration("Schedules", schedules),
                 {
-                    "/schedules": [post],
+                    "/schedules": [get, post],
                     "/schedules/{schedule_id}": [get, delete, apigwv2.HttpMethod.PATCH],
                     "/schedules/{schedule_id}/runs": [get],
                     "/schedules/{schedule_id}/pause": [post],
@@ -102,6 +102,7 @@ class JobsApi(Construct):
                 {
                     "/queues": [get],
                     "/queues/{queue}": [get],
+                    "/queues/{queue}/jobs": [get],
                     "/queues/{queue}/pause": [post],
                     "/queues/{queue}/resume": [post],
                 },
@@ -149,7 +150,7 @@ class JobsApi(Construct):
         self._add_routes(
             integrations.HttpLambdaIntegration("Dags", dags),
             {
-                "/dags": [post],
+                "/dags": [get, post],
                 "/dags/{dag_id}": [get, delete],
                 "/dags/{dag_id}/pause": [post],
                 "/dags/{dag_id}/resume": [post],

@@ -488,6 +488,9 @@ class JobFunctions(Construct):
         # pause (ConditionCheckItem): by the schedules function, and by a queue's resume when
         # its catch-up meets an occurrence of a schedule paused meanwhile.
         table.grant(self.schedules, "dynamodb:ConditionCheckItem")
+        # A delete marks the schedule deleted and deletes its item in the queue's schedule
+        # index (GET /schedules?queue=) in one transaction.
+        table.grant(self.schedules, "dynamodb:DeleteItem")
         table.grant(self.queue_control, "dynamodb:ConditionCheckItem")
         # GET /queues: each queue's depth (its queue, priority queue and DLQ), read-only.
         for queue in [*job_queues, *dead_letter_queues]:

@@ -1,4 +1,4 @@
-"""POST /dags, GET and DELETE /dags/{dag_id}, POST /dags/{dag_id}/pause and /resume."""
+"""GET and POST /dags, GET and DELETE /dags/{dag_id}, POST /dags/{dag_id}/pause and /resume."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""GET /queues/{queue}; POST /queues/{queue}/pause and /resume."""
+"""GET /queues/{queue} and /queues/{queue}/jobs; POST /queues/{queue}/pause and /resume."""
 
 from typing import Any
 

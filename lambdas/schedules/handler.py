@@ -1,5 +1,5 @@
-"""POST /schedules; GET and DELETE /schedules/{schedule_id}; GET .../runs; POST .../pause and
-.../resume."""
+"""GET and POST /schedules; GET and DELETE /schedules/{schedule_id}; GET .../runs; POST
+.../pause and .../resume."""
 
 from typing import Any
 

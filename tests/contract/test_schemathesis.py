@@ -62,7 +62,7 @@ from sundial.clock import ManualClock, to_rfc3339
 from sundial.ids import MAX_SHARDS, DagKey, JobKey
 from sundial.model.submission import MAX_HORIZON_S, parse_rfc3339
 from sundial.runs.leases import Lease
-from sundial.services.dead_letters import encode_cursor
+from sundial.services.cursors import encode_cursor
 from sundial.wiring import Dependencies, configure
 from tests.conftest import START
 from tests.support import (
@@ -187,11 +187,28 @@ def _retry_caps(value: Any) -> None:
             _retry_caps(inner)
 
 
+def _cursor(path: str, query: dict[str, Any], path_parameters: dict[str, Any]) -> str:
+    """A cursor each listing accepts: its own listing and queue, after some sort key."""
+    if path in ("/schedules", "/dags"):
+        return encode_cursor(str(query.get("queue")), "1795267200000#x", listing=path[1:])
+    queue = path_parameters["queue"]
+    if path == "/queues/{queue}/jobs":
+        status = query.get("status")
+        after = "1795267200000#x" if status == "dead" else "1795267200000#x@0"
+        return encode_cursor(queue, after, listing=f"jobs:{status}")
+    # A dead letters' cursor: after some letter's sort key
+    return encode_cursor(queue, "1795267200000#x")
+
+
 def _follow_cross_field_rules(case: AnyCase) -> AnyCase:
     path = case.operation.path
     if isinstance(case.query, dict) and "cursor" in case.query:
-        # A cursor continues a listing of this queue after some letter's sort key.
-        case.query["cursor"] = encode_cursor(case.path_parameters["queue"], "1795267200000#x")
+        case.query["cursor"] = _cursor(path, case.query, case.path_parameters or {})
+    if path == "/queues/{queue}/jobs" and isinstance(case.query, dict):
+        # A window ends after it starts, at most 7 days later.
+        since, until = case.query.get("from"), case.query.get("to")
+        if isinstance(since, str) and isinstance(until, str):
+            case.query["to"] = to_rfc3339(parse_rfc3339(since) + 3_600_000)
     body: Any = case.body
     if not isinstance(body, dict):
         return case

@@ -127,6 +127,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/queues/{queue}/lease"): Case(lambda: ("/queues/email/lease", {"wait": 0})),
     ("GET", "/queues"): Case(lambda: ("/queues", None)),
     ("GET", "/queues/{queue}"): Case(lambda: ("/queues/email", None)),
+    ("GET", "/queues/{queue}/jobs"): Case(lambda: ("/queues/email/jobs?status=pending", None)),
     ("POST", "/queues/{queue}/pause"): Case(lambda: ("/queues/email/pause", None)),
     ("POST", "/queues/{queue}/resume"): Case(lambda: ("/queues/email/resume", None)),
     ("GET", "/queues/{queue}/dead"): Case(lambda: ("/queues/email/dead", None)),
@@ -137,11 +138,13 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/dags"): Case(
         lambda: ("/dags", {"name": "etl", "nodes": {"a": {"queue": "email"}}, "delay_seconds": 60})
     ),
+    ("GET", "/dags"): Case(lambda: ("/dags?queue=email", None)),
     ("GET", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
     ("DELETE", "/dags/{dag_id}"): Case(lambda: (f"/dags/{_dag()}", None)),
     ("POST", "/dags/{dag_id}/pause"): Case(lambda: (f"/dags/{_dag()}/pause", None)),
     ("POST", "/dags/{dag_id}/resume"): Case(lambda: (f"/dags/{_dag()}/resume", None)),
     ("POST", "/schedules"): Case(lambda: ("/schedules", {"queue": "email", "rate": "1 hour"})),
+    ("GET", "/schedules"): Case(lambda: ("/schedules?queue=email", None)),
     ("GET", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
     ("DELETE", "/schedules/{schedule_id}"): Case(lambda: (f"/schedules/{_schedule()}", None)),
     ("PATCH", "/schedules/{schedule_id}"): Case(
@@ -374,6 +377,35 @@ def test_a_caller_allowed_everywhere_is_not_charged_a_read(
     # When it is cancelled, Then authorization read nothing (the cancel is one conditional write)
     status, _ = call_api(jobs_lambda, "DELETE", f"/jobs/{job}", route="/jobs/{job_id}")
     assert status == 200 and reads == []
+
+
+def test_a_caller_lists_only_the_schedules_of_a_queue_it_may_read(access: None) -> None:
+    # Given a schedule on `email` and one on `default`
+    _schedule()
+    _created("/schedules", {"queue": "default", "rate": "1 hour"})
+    reader = HOLDER[Permission.READ]
+    # Then email's reader lists email's, and is refused default's (403, naming it)
+    status, page = call_api(schedules_lambda, "GET", "/schedules?queue=email", caller=reader)
+    assert status == 200 and [s["queue"] for s in page["items"]] == ["email"]
+    status, error = call_api(schedules_lambda, "GET", "/schedules?queue=default", caller=reader)
+    assert status == 403 and "'read' on queue 'default'" in error["message"]
+
+
+def test_a_dag_listing_leaves_out_dags_on_a_queue_the_caller_may_not_read(access: None) -> None:
+    # Given a DAG on `email` only, and one on `email` and `default`
+    own = _dag()
+    nodes = {"a": {"queue": "email"}, "b": {"queue": "default", "depends_on": ["a"]}}
+    _created("/dags", {"name": "mixed", "nodes": nodes, "delay_seconds": 1200})
+    reader = HOLDER[Permission.READ]
+    # Then email's reader lists only the first (GET /dags/{id} would refuse it the other)
+    status, page = call_api(dags_lambda, "GET", "/dags?queue=email", caller=reader)
+    assert status == 200 and [d["id"] for d in page["items"]] == [own], page
+    # And the platform, which reads both queues, lists both
+    status, page = call_api(dags_lambda, "GET", "/dags?queue=email", caller=PLATFORM)
+    assert status == 200 and len(page["items"]) == 2
+    # And default's DAGs are refused to email's reader
+    status, error = call_api(dags_lambda, "GET", "/dags?queue=default", caller=reader)
+    assert status == 403 and "'read' on queue 'default'" in error["message"]
 
 
 def test_a_get_by_a_caller_allowed_on_some_queues_reads_its_item_once(

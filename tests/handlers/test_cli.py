@@ -174,3 +174,37 @@ def test_dead_ls_replay_and_purge(api: InProcessApi, deps: Dependencies) -> None
 )
 def test_durations(text: str, seconds: int) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_schedules_dags_and_jobs_are_listed_by_queue(api: InProcessApi) -> None:
+    # Given a schedule, a DAG and a pending job on `email`
+    code, out, _ = sundial(
+        api, "schedules", "create", "--queue", "email", "--rate", "1 hour", "--name", "hourly"
+    )
+    assert code == EXIT_OK, out
+    sundial(api, "dags", "submit", json.dumps({"name": "etl", "nodes": {"a": {"queue": "email"}}}))
+    code, out, _ = sundial(api, "jobs", "submit", "--queue", "email", "--in", "1h", "--json")
+    job_id = json.loads(out)["id"]
+    # Then each is listed: a table by default, a JSON object a line with --json
+    code, out, _ = sundial(api, "schedules", "ls", "--queue", "email")
+    assert code == EXIT_OK and "schedules of email: 1" in out and "hourly" in out, out
+    code, out, _ = sundial(api, "dags", "ls", "--queue", "email", "--json")
+    (dag,) = [json.loads(line) for line in out.splitlines()]
+    assert code == EXIT_OK and dag["name"] == "etl" and dag["queues"] == ["email"]
+    code, out, _ = sundial(api, "jobs", "ls", "--queue", "email", "--status", "pending")
+    # (two: the job, and the schedule's next occurrence)
+    assert code == EXIT_OK and "pending jobs of email: 2" in out, out
+    code, out, _ = sundial(api, "jobs", "ls", "--queue", "email", "--status", "pending", "--json")
+    listed = {job["id"]: job["status"] for job in map(json.loads, out.splitlines())}
+    assert code == EXIT_OK and len(listed) == 2 and listed[job_id] == "pending"
+    code, out, _ = sundial(
+        api, "jobs", "ls", "--queue", "email", "--status", "pending", "--limit", "1"
+    )
+    assert code == EXIT_OK and "pending jobs of email: 1" in out
+    code, out, _ = sundial(api, "jobs", "ls", "--queue", "email", "--status", "dead", "--json")
+    assert code == EXIT_OK and out == ""
+    # And a bad window is the API's 400
+    code, _, err = sundial(
+        api, "jobs", "ls", "--queue", "email", "--status", "pending", "--since", "yesterday"
+    )
+    assert code == EXIT_INVALID and "from" in err, err

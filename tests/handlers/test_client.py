@@ -295,3 +295,33 @@ def test_ack_ends_a_leased_attempt(sundial: SundialClient) -> None:
     [held] = sundial.lease("email", wait=0, max_jobs=1).jobs
     assert held.job.id == job.id and held.job.payload == {"x": 1}
     assert sundial.ack(job.id, held.lease, result={"ok": True}).result == {"ok": True}
+
+
+def test_schedules_dags_and_jobs_by_status_iterate_over_pages(
+    sundial: SundialClient, clock: ManualClock
+) -> None:
+    # Given three schedules, two DAGs and three pending jobs of `default` (one paused)
+    schedules = []
+    for _ in range(3):
+        clock.advance(seconds=1)
+        schedules.append(sundial.create_schedule("default", rate="1 hour").id)
+    dags = []
+    for _ in range(2):
+        clock.advance(seconds=1)
+        dags.append(sundial.submit_dag("one", {"a": {"queue": "default"}}, delay_seconds=3600).id)
+    jobs = [sundial.submit("default", delay_seconds=600 * (i + 3)).id for i in range(3)]
+    sundial.pause_job(jobs[1])
+    # Then each listing, fetched two at a time, holds each in order
+    assert [s.id for s in sundial.schedules("default", page_size=2)] == schedules
+    assert [d.id for d in sundial.dags("default", page_size=1)] == dags
+    assert [d.status for d in sundial.dags("default")] == ["running", "running"]
+    # (the pending ones include the schedules' next occurrences and the DAGs' roots: jobs too)
+    pending = list(sundial.queue_jobs("default", "pending", page_size=1))
+    assert [j.id for j in pending if j.id in jobs] == [jobs[0], jobs[2]]
+    assert len(pending) == 2 + 3 + 2
+    due = [j.run_at for j in pending if j.run_at is not None]
+    assert len(due) == len(pending) and due == sorted(due)
+    assert [j.id for j in sundial.queue_jobs("default", "paused")] == [jobs[1]]
+    until = to_rfc3339(clock.now_ms() + 2_400_000)
+    page = sundial.queue_jobs_page("default", "pending", until=until)
+    assert [j.id for j in page.items] == [jobs[0]] and page.next_cursor is None

@@ -8,12 +8,13 @@ from typing import Any
 import boto3
 import pytest
 
+from sundial.clock import ManualClock
 from sundial.ids import DagKey
 from sundial.model.dag import MAX_DAG_NODES
 from sundial.model.submission import MAX_PAYLOAD_BYTES
 from sundial.wiring import Dependencies
 from tests.support import DAILY_REPORT as CARD_DAG
-from tests.support import FakeLambdaContext, http_api_event, load_handler
+from tests.support import FakeLambdaContext, call_api, http_api_event, load_handler
 
 dags_lambda = load_handler("dags")
 
@@ -242,3 +243,48 @@ def test_pause_and_resume_of_unknown_or_malformed_ids(deps: Dependencies) -> Non
         status, error = _post(f"/dags/garbage/{action}")
         assert status == 400 and error["errors"][0]["field"] == "dag_id"
     assert _item_count(deps) == 0
+
+
+def _list(path: str) -> tuple[int, Any]:
+    return call_api(dags_lambda, "GET", path)
+
+
+def test_a_queues_dags_are_listed_with_their_status(deps: Dependencies, clock: ManualClock) -> None:
+    # Given the daily report (nodes on `default` and `email`) and, a second later (a listing
+    # is in order of creation), a DAG on `default` only
+    status, report = _call("POST", "/dags", DAILY_REPORT)
+    assert status == 201, report
+    clock.advance(seconds=1)
+    status, other = _call("POST", "/dags", {"name": "one", "nodes": {"a": {"queue": "default"}}})
+    assert status == 201, other
+    _call("DELETE", f"/dags/{other['id']}")
+    # When `email` and `default` are listed
+    status, email = _list("/dags?queue=email")
+    assert status == 200, email
+    status, default = _list("/dags?queue=default&limit=1")
+    assert status == 200, default
+    # Then email has the report, with its status and counts; default pages through both
+    assert email == {
+        "items": [
+            {
+                "id": report["id"],
+                "name": "daily_report",
+                "status": "running",
+                "run_at": report["run_at"],
+                "created_at": report["created_at"],
+                "finished_at": None,
+                "queues": sorted({n["queue"] for n in report["nodes"].values()}),
+                "counts": report["counts"],
+            }
+        ],
+        "next_cursor": None,
+    }
+    assert [d["id"] for d in default["items"]] == [report["id"]]
+    status, rest = _list(f"/dags?queue=default&limit=1&cursor={default['next_cursor']}")
+    assert status == 200 and [(d["id"], d["status"]) for d in rest["items"]] == [
+        (other["id"], "cancelled")
+    ]
+    # And a bad listing is refused
+    assert _list("/dags")[0] == 400
+    assert _list("/dags?queue=nope")[0] == 404
+    assert _list("/dags?queue=default&cursor=nope")[0] == 400

@@ -265,3 +265,48 @@ def test_updating_unknown_malformed_or_deleted_schedules(deps: Dependencies) -> 
     status, error = _schedules("PATCH", f"/schedules/{created['id']}", {"payload": 1})
     assert status == 409 and "deleted" in error["message"]
     assert _snapshot(deps) == before
+
+
+def test_a_queues_schedules_are_listed_a_page_at_a_time(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given three schedules on `default` (one deleted) and one on `email`
+    ids = []
+    for queue in ("default", "default", "default", "email"):
+        clock.advance(seconds=1)
+        status, created = _schedules("POST", "/schedules", {"queue": queue, "rate": "1 hour"})
+        assert status == 201, created
+        ids.append(created["id"])
+    assert _schedules("DELETE", f"/schedules/{ids[1]}")[0] == 200
+    # When `default` is listed one at a time, following next_cursor
+    listed: list[dict[str, Any]] = []
+    cursor: str | None = ""
+    while cursor is not None:
+        status, page = _schedules("GET", f"/schedules?queue=default&limit=1{cursor}")
+        assert status == 200, page
+        listed += page["items"]
+        cursor = f"&cursor={page['next_cursor']}" if page["next_cursor"] else None
+    # Then the live ones come, oldest first, each as a summary
+    assert [item["id"] for item in listed] == [ids[0], ids[2]]
+    assert listed[0] == {
+        "id": ids[0],
+        "name": None,
+        "cron": None,
+        "rate": "1 hour",
+        "timezone": "UTC",
+        "queue": "default",
+        "priority": "normal",
+        "state": "active",
+        "created_at": "2026-11-21T12:00:01.000Z",
+        "paused_at": None,
+        "revision": 0,
+    }
+
+
+def test_listing_schedules_needs_a_known_queue_and_a_valid_cursor(deps: Dependencies) -> None:
+    assert _schedules("GET", "/schedules")[0] == 400  # no queue
+    status, error = _schedules("GET", "/schedules?queue=nope")
+    assert status == 404, error
+    status, error = _schedules("GET", "/schedules?queue=default&cursor=bogus")
+    assert status == 400 and "cursor" in str(error), error
+    assert _schedules("GET", "/schedules?queue=default&limit=0")[0] == 400

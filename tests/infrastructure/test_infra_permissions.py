@@ -92,7 +92,8 @@ EXPECTED = {
     | SEND,
     # Schedules and queue control: read and write schedules, runs and queue states, query a
     # schedule's runs (or a shard's range, to catch a queue up), and send what is due soon.
-    "schedules": API_TABLE | CONDITION_CHECK | SEND,
+    # A schedule's delete also deletes its item in the queue's schedule index (one transaction).
+    "schedules": API_TABLE | CONDITION_CHECK | SEND | {"dynamodb:DeleteItem"},
     # (a resume's catch-up parks an occurrence of a schedule paused meanwhile: ConditionCheck;
     # GET /queues reads each queue's depth: GetQueueAttributes)
     "queues": API_TABLE | CONDITION_CHECK | SEND | {"sqs:GetQueueAttributes"},

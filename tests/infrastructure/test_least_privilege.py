@@ -30,6 +30,7 @@ from moto import mock_aws
 from app import STACK_NAME
 from stacks.functions import construct_name
 from sundial.clock import ManualClock, to_rfc3339
+from sundial.ids import SHARD_PREFIX
 from sundial.local.provision import assign_names, create_resources
 from sundial.local.template import LocalTemplate
 from sundial.model.schedule import ScheduleState
@@ -343,6 +344,13 @@ def _submit_and_schedules(world: World) -> str:
     world.api("schedules", "PATCH", path, SCHEDULE, {"cron": "*/10 * * * *", "payload": {"n": 2}})
     world.api("schedules", "POST", f"{path}/pause", f"{SCHEDULE}/pause")
     world.api("schedules", "POST", f"{path}/resume", f"{SCHEDULE}/resume")
+    # The queue's schedules listed (the index, then the schedules read in a batch); one
+    # deleted (its state and its index item in one transaction)
+    world.api("schedules", "GET", "/schedules?queue=default", "/schedules")
+    gone = world.api(
+        "schedules", "POST", "/schedules", "/schedules", {"queue": "default", "rate": "1 day"}
+    )
+    world.api("schedules", "DELETE", f"/schedules/{gone['id']}", SCHEDULE)
     return str(schedule["id"])
 
 
@@ -525,7 +533,8 @@ def _example_consumer(world: World) -> None:
 
 def _dead_letters(world: World) -> None:
     """dead_letters: a DAG node whose message SQS redrove (on_failure continue: its child is
-    released); jobs: the default queue's dead letters listed, replayed and purged."""
+    released); jobs: the default queue's dead letters listed, replayed and purged; queues and
+    dags: the queue's jobs by status and its DAGs listed."""
     queues = world.urls("SUNDIAL_QUEUE_URLS")
     dead = world.urls("SUNDIAL_DEAD_LETTER_URLS")
     dag = world.api(
@@ -546,6 +555,10 @@ def _dead_letters(world: World) -> None:
     world.invoke("dead_letters", sqs_event(world.take(dead["default"]), dlq_arn))
 
     world.api("jobs", "GET", "/queues/default/dead", f"{QUEUE}/dead")
+    # queues: the queue's jobs of a status (the shards' due ranges; dead: the index)
+    for status in ("pending", "dead"):
+        world.api("queues", "GET", f"/queues/default/jobs?status={status}", f"{QUEUE}/jobs")
+    world.api("dags", "GET", "/dags?queue=default", "/dags")
     world.api("jobs", "POST", "/queues/default/dead/replay", f"{QUEUE}/dead/replay", {})
     before = to_rfc3339(world.clock.now_ms() + 86_400_000)
     world.api("jobs", "DELETE", f"/queues/default/dead?older_than={before}", f"{QUEUE}/dead")
@@ -617,7 +630,8 @@ def _pending_occurrence(world: World, schedule_id: str) -> str:
     table = world.environment["jobs"]["SUNDIAL_TABLE_NAME"]
     items = boto3.client("dynamodb").scan(TableName=table)["Items"]
     for item in items:
-        is_job = item["sk"]["S"][:1].isdigit() and "moved_to" not in item  # not a pointer
+        in_a_shard = item["pk"]["S"].startswith(SHARD_PREFIX)  # not an index item
+        is_job = in_a_shard and item["sk"]["S"][:1].isdigit() and "moved_to" not in item
         job = item_to_job(item) if is_job else None
         if job is not None and job.schedule_id == schedule_id and str(job.status) == "pending":
             return job.id

@@ -19,7 +19,9 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   cancelled ran at least once, never before its due second; a job whose cancel answered 200
   never ran; a duplicate run (one job, one attempt, run twice) in a run without a crash or
   throttle is a violation, after one it is counted; every schedule occurrence fired exactly once
-  (or was skipped or cancelled by its record) and no schedule's chain has a gap or stops; a DAG
+  (or was skipped or cancelled by its record) and no schedule's chain has a gap or stops; every
+  schedule not deleted is in its queue's listing exactly once and no deleted one is, and every
+  DAG in the listing of each queue it uses, once; a DAG
   node ran only after all its parents; a submission refused by a quota wrote nothing: no item
   carries the refused attempt's correlation id (each attempt has its own, as each API request
   has its own request id), and a request refused at its first attempt left no idempotency
@@ -851,9 +853,9 @@ class World:
                 return sorted(views, key=lambda v: v.run.at_ms)
 
     def op_submit_dag(self, slot: str) -> None:
-        body = dict(DAILY_REPORT)
-        body["idempotency_key"] = f"d{self.rng.randrange(10**9)}"
-        dag = SubmitDag.model_validate(body)
+        # (It used to add an idempotency_key, which SubmitDag refuses: every DAG submit of the
+        # simulation failed validation, so no DAG ever ran in it.)
+        dag = SubmitDag.model_validate(DAILY_REPORT)
         try:
             view = self._client_call(
                 slot,
@@ -1137,7 +1139,7 @@ class World:
                     dup_fault += 1
                 else:
                     dup_clean.append(job_id)
-        schedule_errors = self._check_schedules(runs_by_job, dup_clean)
+        schedule_errors = self._check_schedules(runs_by_job, dup_clean) + self._check_listings()
         dag_errors = [
             f"DAG node {name} ran before its parent {parent}"
             for job_id, (name, parents) in ledger.dag_nodes.items()
@@ -1310,6 +1312,59 @@ class World:
                 attempts = Counter(a for a, _ in runs_by_job.get(job_id, []))
                 if any(n > 1 for n in attempts.values()) and not self.ledger.crashed():
                     dup_clean.append(job_id)
+        return errors
+
+    def _check_listings(self) -> list[str]:
+        """Every live schedule in the table (whatever its create answered) is in its queue's
+        listing exactly once, and no deleted one is (the index is written and removed in the
+        create's and the delete's transactions)."""
+        deps = self.observer
+        listed: Counter[str] = Counter()
+        for queue in QUEUES:
+            cursor: str | None = None
+            while True:
+                page, cursor = deps.schedules.of_queue(queue, limit=7, cursor=cursor)
+                listed.update(schedule.id for schedule in page)
+                if cursor is None:
+                    break
+        errors = []
+        live = set()
+        for schedule in deps.schedule_store.schedule_items():
+            if schedule.state is ScheduleState.DELETED:
+                if listed[schedule.id]:
+                    errors.append(f"schedule {schedule.id}: deleted, and listed")
+                continue
+            live.add(schedule.id)
+            if listed[schedule.id] != 1:
+                errors.append(f"schedule {schedule.id}: listed {listed[schedule.id]} times")
+        errors += [f"listed {i}, which is no live schedule" for i in set(listed) - live]
+        deleted = self.ledger.deleted_schedules & set(self.schedule_ids)
+        self.trace(f"listings: {len(live)} live schedules listed once, {len(deleted)} deleted")
+        return errors + self._check_dag_listings()
+
+    def _check_dag_listings(self) -> list[str]:
+        """Every DAG with nodes in the table is in the listing of each queue it uses exactly
+        once, and in no other (an entry whose submit died before its nodes is passed over)."""
+        deps = self.observer
+        uses: dict[str, set[str]] = defaultdict(set)
+        for node in deps.dag_listing.node_refs():
+            uses[node.dag_id].add(node.queue)
+        errors = []
+        for queue in QUEUES:
+            listed: Counter[str] = Counter()
+            cursor: str | None = None
+            while True:
+                views, cursor = deps.dags.of_queue(queue, readable=QUEUES, limit=3, cursor=cursor)
+                listed.update(view.id for view in views)
+                if cursor is None:
+                    break
+            expected = {dag_id for dag_id, queues in uses.items() if queue in queues}
+            errors += [
+                f"DAG {dag_id}: listed {listed[dag_id]} times on {queue}"
+                for dag_id in expected | set(listed)
+                if listed[dag_id] != (dag_id in expected)
+            ]
+        self.trace(f"listings: {len(uses)} DAGs listed once on each queue they use")
         return errors
 
     def _check_chain(self, schedule_id: str, records: list[RunView]) -> list[str]:

@@ -213,6 +213,40 @@ def test_dag_page_draws_every_node_by_depth_with_its_status(
     assert sundial.get_dag(dag.id).status == "paused"
 
 
+def test_a_queues_schedules_dags_and_jobs_by_status_are_listed_and_linked(
+    page: Page, ui_server: UiServer, sundial: SundialClient, clock: ManualClock
+) -> None:
+    # Given two schedules and a DAG on `email`, and a job of `email` paused
+    schedules = []
+    for name in ("first", "second"):
+        clock.advance(seconds=1)
+        schedules.append(sundial.create_schedule("email", rate="1 hour", name=name))
+    dag = sundial.submit_dag("etl", {"a": {"queue": "email"}}, delay_seconds=3600)
+    job = sundial.submit("email", delay_seconds=7200)
+    sundial.pause_job(job.id)
+    # When email's schedules are opened from the queues page
+    open_page(page, ui_server, "/queues")
+    page.locator("#queues tr[data-queue=email] .listings").get_by_role(
+        "link", name="schedules"
+    ).click()
+    rows = page.locator("#listing tbody tr")
+    # Then both are listed, oldest first, each linking to its schedule's page
+    expect(rows).to_have_count(2)
+    expect(rows.first).to_contain_text("first")
+    rows.first.get_by_role("link").click()
+    expect(page.locator("#schedule-state")).to_have_text("active")
+    assert page.url.endswith(f"#/schedules/{schedules[0].id}")
+    # And email's DAGs list the DAG with its status, linking to its page
+    open_page(page, ui_server, "/queue-dags/email")
+    expect(page.locator(f"#listing tr[data-dag='{dag.id}'] [data-status]")).to_have_text("running")
+    # And email's paused jobs list the paused job (chosen with the status picker)
+    open_page(page, ui_server, "/queue-jobs/email?status=pending")
+    page.locator("#job-status").select_option("paused")
+    expect(page.locator("#listing tbody tr")).to_have_count(1)
+    expect(page.locator(f"#listing tr[data-job='{job.id}']")).to_be_visible()
+    assert [j.id for j in sundial.queue_jobs("email", "paused")] == [job.id]
+
+
 def test_a_job_whose_payload_is_in_s3_shows_its_reference(
     page: Page, ui_server: UiServer, sundial: SundialClient
 ) -> None:

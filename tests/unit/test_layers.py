@@ -22,7 +22,8 @@ FLOORS: list[set[str]] = [
     {"services"},  # the use cases behind the API
     {"dispatch", "runs"},  # the timer path; one attempt wherever it runs
     {"wiring"},  # the composition root
-    {"api", "consumer", "worker", "client"},  # the HTTP adapter; the SDK's public faces
+    # the HTTP adapter; the SDK's public faces; the operator's one-off backfill
+    {"api", "consumer", "worker", "client", "backfill"},
     {"local"},  # the local runtime (not in the Lambda layer)
 ]
 BASICS = FLOORS[0]

@@ -63,6 +63,7 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/{job_id}/ack", "post"),
         ("/jobs/{job_id}/nack", "post"),
         ("/dags", "post"),
+        ("/dags", "get"),
         ("/dags/{dag_id}", "get"),
         ("/dags/{dag_id}", "delete"),
         ("/dags/{dag_id}/pause", "post"),
@@ -70,6 +71,7 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/jobs/{job_id}/pause", "post"),
         ("/jobs/{job_id}/resume", "post"),
         ("/schedules", "post"),
+        ("/schedules", "get"),
         ("/schedules/{schedule_id}", "get"),
         ("/schedules/{schedule_id}", "delete"),
         ("/schedules/{schedule_id}", "patch"),
@@ -78,6 +80,7 @@ def test_openapi_documents_every_route_with_400_not_422() -> None:
         ("/schedules/{schedule_id}/resume", "post"),
         ("/queues", "get"),
         ("/queues/{queue}", "get"),
+        ("/queues/{queue}/jobs", "get"),
         ("/queues/{queue}/pause", "post"),
         ("/queues/{queue}/resume", "post"),
     }

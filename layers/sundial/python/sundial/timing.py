@@ -95,6 +95,27 @@ Other write sequences and what they interleave with:
   on), one that finds H cancelled finds N as the head.
 - A schedule's resume moves the chain on from an occurrence cancelled while parked (a client
   skipping one run): no sweep comes back to it, its time is behind the cursor.
+- A queue's schedule listing (GET /schedules?queue=, ScheduleStore: one index item per live
+  schedule at "schedules#<queue>"). The index item is written in the transaction that writes
+  the schedule and its first occurrence, and deleted in the transaction that marks the schedule
+  deleted (conditional on its state, as the delete always was), so at every instant a schedule
+  is listed exactly when it exists and is not deleted: a crash before either transaction left
+  nothing, after it left both. It holds the id only: an update, a pause, a resume and every
+  occurrence write nothing to it, so it interleaves with them without any rule (the listing
+  reads the schedule items themselves, with a consistent BatchGetItem, for what it shows). Two
+  deletes: the second finds the schedule deleted and writes nothing; a create repeated with its
+  idempotency key fails its put and writes no second index item. The one-off backfill
+  (sundial.backfill) writes an index item in a transaction with a check that the schedule is
+  not deleted, put-if-absent: a delete landing before it makes it fail (never listed), one
+  landing after it removes the item it wrote.
+- A queue's DAG listing (GET /dags?queue=, store.dag_listing): a DAG's entries (one per queue
+  it uses) are written by its submit before any node, with a plain put of a fixed key (a repeat
+  writes the same item). A crash after them and before the nodes leaves entries with no nodes,
+  which a listing passes over (it reads each DAG's nodes) and which expire; a crash after some
+  nodes leaves a DAG that GET /dags/{id} shows too, and the listing shows it the same. No node
+  write (release, count, cancel, pause, resume) touches an entry, and a DAG is never deleted
+  (its entries expire after its nodes), so the listing interleaves with the DAG's progress
+  without any rule. The backfill puts an entry only if absent.
 - A submission window (issue 16: a queue's max_submissions_per_second, services.admission) is
   counted by one conditional UpdateItem on its own item ("quota#<queue>#<lane>",
   "window#<second>"), before the request writes any idempotency record or job, and it touches no

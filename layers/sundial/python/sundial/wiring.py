@@ -30,6 +30,7 @@ from sundial.services.dag_progress import DagProgress
 from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
 from sundial.services.direct import DirectSender
+from sundial.services.job_listing import JobListing
 from sundial.services.jobs import JobService
 from sundial.services.moves import JobMover
 from sundial.services.queues import CatchUp, QueueControl
@@ -37,10 +38,12 @@ from sundial.services.release import Releaser
 from sundial.services.schedules import ScheduleService
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
+from sundial.store.dag_listing import DagListingStore
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.idempotency import IdempotencyKeys
 from sundial.store.job_items import MovedJobPointers
+from sundial.store.job_listing import JobRangeReader
 from sundial.store.jobs import JobStore
 from sundial.store.payloads import PayloadStore
 from sundial.store.queue_states import QueueStateStore
@@ -114,6 +117,10 @@ class Dependencies:
     @cached_property
     def dag_nodes(self) -> DagNodeStore:
         return DagNodeStore(self._dynamodb, self.settings.table_name)
+
+    @cached_property
+    def dag_listing(self) -> DagListingStore:
+        return DagListingStore(self._dynamodb, self.settings.table_name)
 
     @cached_property
     def sweeps(self) -> SweepStore:
@@ -214,6 +221,8 @@ class Dependencies:
             jobs=self.jobs,
             progress=self.dag_progress,
             clock=self.clock,
+            listing=self.dag_listing,
+            queues=self.settings.queue_urls.keys(),
             shard_count=self.settings.shard_count,
             retention_days=self.settings.retention_days,
             rng=self._random(),
@@ -226,6 +235,16 @@ class Dependencies:
             self.settings.queue_urls,
             self.settings.priority_queue_urls,
             self.settings.dead_letter_urls,
+        )
+
+    @cached_property
+    def job_listing(self) -> JobListing:
+        return JobListing(
+            reader=JobRangeReader(self._dynamodb, self.settings.table_name),
+            letters=self.dead_letter_store,
+            clock=self.clock,
+            queues=self.settings.queue_urls.keys(),
+            shard_count=self.settings.shard_count,
         )
 
     @cached_property

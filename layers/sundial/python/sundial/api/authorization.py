@@ -40,7 +40,8 @@ def _no_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
     return []
 
 
-def _path_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+def _named_queue(args: dict[str, Any], _: Dependencies) -> Iterable[str]:
+    """The `queue` argument: a path parameter, or a per-queue listing's query parameter."""
     return [args["queue"]]
 
 
@@ -121,20 +122,24 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/jobs/{job_id}/heartbeat"): _job(_WORK),
     ("POST", "/jobs/{job_id}/ack"): _job(_WORK),
     ("POST", "/jobs/{job_id}/nack"): _job(_WORK),
-    ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _path_queue),
+    ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _named_queue),
     ("GET", "/queues"): RouteRule(_READ, _no_queue),
-    ("GET", "/queues/{queue}"): RouteRule(_READ, _path_queue),
-    ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _path_queue),
-    ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _path_queue),
-    ("GET", "/queues/{queue}/dead"): RouteRule(_ADMIN, _path_queue),
-    ("DELETE", "/queues/{queue}/dead"): RouteRule(_ADMIN, _path_queue),
-    ("POST", "/queues/{queue}/dead/replay"): RouteRule(_ADMIN, _path_queue),
+    ("GET", "/queues/{queue}"): RouteRule(_READ, _named_queue),
+    ("GET", "/queues/{queue}/jobs"): RouteRule(_READ, _named_queue),
+    ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _named_queue),
+    ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _named_queue),
+    ("GET", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
+    ("DELETE", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
+    ("POST", "/queues/{queue}/dead/replay"): RouteRule(_ADMIN, _named_queue),
     ("POST", "/dags"): RouteRule(_SUBMIT, _dag_body_queues),
+    # Read on the queue listed; DAGs also using a queue the caller may not read are left out.
+    ("GET", "/dags"): RouteRule(_READ, _named_queue),
     ("GET", "/dags/{dag_id}"): _dag(_READ),
     ("DELETE", "/dags/{dag_id}"): _dag(_CONTROL),
     ("POST", "/dags/{dag_id}/pause"): _dag(_CONTROL),
     ("POST", "/dags/{dag_id}/resume"): _dag(_CONTROL),
     ("POST", "/schedules"): RouteRule(_SUBMIT, _body_queue),
+    ("GET", "/schedules"): RouteRule(_READ, _named_queue),
     ("GET", "/schedules/{schedule_id}"): _schedule(_READ),
     ("DELETE", "/schedules/{schedule_id}"): _schedule(_CONTROL),
     ("PATCH", "/schedules/{schedule_id}"): _schedule(_CONTROL),

@@ -6,16 +6,19 @@ from __future__ import annotations
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
 from sundial.access import Permission
 from sundial.api.authorization import permitted_queues
 from sundial.api.models import ErrorBody, JobSummary
-from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics
+from sundial.api.routes import _INVALID, _UNKNOWN, JobId, _documented, metrics, time_query
 from sundial.clock import to_rfc3339
+from sundial.model.job import Job, Priority, Status
+from sundial.services.cursors import MAX_LISTING_PAGE
 from sundial.services.queues import DEAD_LETTER_COUNT_CAP, QueueOverview
+from sundial.store.dead_letters import DeadLetter
 from sundial.store.queue_states import QueueState
 from sundial.wiring import dependencies
 
@@ -130,6 +133,58 @@ class QueueSummary(BaseModel):
         )
 
 
+class ListedJob(BaseModel):
+    id: str = Field(
+        description="The job id (for a dead letter whose message was not a job's envelope, "
+        "its SQS message id)"
+    )
+    queue: str
+    status: Status
+    run_at: str | None = Field(description="Its due time; null for a dead letter")
+    priority: Priority | None = Field(description="Null for a dead letter")
+    attempts: int | None = Field(description="Attempts made (for a dead letter, its last)")
+    created_at: str | None = Field(description="Null for a dead letter")
+    dead_at: str | None = Field(default=None, description="When it reached the dead-letter queue")
+    error_type: str | None = Field(default=None, description="A dead letter's last error")
+
+    @classmethod
+    def of(cls, job: Job) -> ListedJob:
+        return cls(
+            id=job.id,
+            queue=job.queue,
+            status=job.status,
+            run_at=to_rfc3339(job.due_ms),
+            priority=job.priority,
+            attempts=job.attempts,
+            created_at=to_rfc3339(job.created_at_ms),
+        )
+
+    @classmethod
+    def of_letter(cls, letter: DeadLetter) -> ListedJob:
+        return cls(
+            id=letter.job_id or letter.ref,
+            queue=letter.queue,
+            status=Status.DEAD,
+            run_at=None,
+            priority=None,
+            attempts=letter.attempt,
+            created_at=None,
+            dead_at=to_rfc3339(letter.dead_at_ms),
+            error_type=letter.error_type,
+        )
+
+
+class ListedJobsPage(BaseModel):
+    items: list[ListedJob] = Field(description="In due order (dead letters: in order of death)")
+    next_cursor: str | None = Field(
+        description="Pass as ?cursor= (with the same status, from and to) for the next page; "
+        "null at the window's end. A page may be short, even empty, before the end: one call "
+        "reads a bounded number of items"
+    )
+    window_from: str = Field(description="The window's start (inclusive), defaults filled in")
+    window_to: str = Field(description="The window's end (exclusive)")
+
+
 class QueueList(BaseModel):
     queues: list[QueueSummary]
 
@@ -161,6 +216,49 @@ def list_queues() -> QueueList:
 )
 def get_queue(queue: QueueName) -> QueueDetail:
     return QueueDetail.of(dependencies().queue_control.get(queue))
+
+
+@queues_router.get(
+    "/queues/<queue>/jobs",
+    summary="List a queue's jobs of one status",
+    description="Jobs due in a window (default: from 24 hours ago to 24 hours ahead; at most 7 "
+    "days), in due order, a page at a time. No index is kept (a job's writes cost nothing "
+    "more): every status but `dead` is read from the shards' due-time ranges, so a call pays "
+    "for every job in the window, of any queue or status, and reads at most about 2,000 "
+    "items beyond one read per shard before it answers (a short page, with a cursor). "
+    "`dead` reads the dead-letter index instead, and its window is when the jobs died.",
+    tags=["queues"],
+    responses={
+        200: _documented(ListedJobsPage, "A page"),
+        400: _INVALID,
+        404: _UNKNOWN_QUEUE,
+    },
+)
+def list_queue_jobs(  # noqa: PLR0917 - Powertools passes query parameters by name
+    queue: QueueName,
+    status: Annotated[Status, Query(description="The status to list")],
+    from_: Annotated[
+        str | None, Query(alias="from", max_length=40, description="Window start (RFC 3339)")
+    ] = None,
+    to: Annotated[str | None, Query(max_length=40, description="Window end (RFC 3339)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTING_PAGE, description="Page size")] = 50,
+    cursor: Annotated[str | None, Query(max_length=2_000, description="From next_cursor")] = None,
+) -> ListedJobsPage:
+    page = dependencies().job_listing.page(
+        queue,
+        status,
+        from_ms=time_query("from", from_),
+        to_ms=time_query("to", to),
+        limit=limit,
+        cursor=cursor,
+    )
+    return ListedJobsPage(
+        items=[ListedJob.of(job) for job in page.jobs]
+        + [ListedJob.of_letter(letter) for letter in page.dead],
+        next_cursor=page.next_cursor,
+        window_from=to_rfc3339(page.window.from_ms),
+        window_to=to_rfc3339(page.window.to_ms),
+    )
 
 
 @queues_router.post(

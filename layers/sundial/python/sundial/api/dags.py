@@ -7,11 +7,12 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field
 
-from sundial.api.authorization import authorized_item
+from sundial.access import Permission
+from sundial.api.authorization import authorized_item, permitted_queues
 from sundial.api.models import AttemptErrorView, ErrorBody, _time
 from sundial.api.routes import (
     _INVALID,
@@ -25,6 +26,7 @@ from sundial.api.routes import (
 from sundial.clock import to_rfc3339
 from sundial.model.dag import MAX_DAG_NODES, DagStatus, DagView, SubmitDag
 from sundial.model.job import Job, OnFailure, ParentResults, Status
+from sundial.services.cursors import MAX_LISTING_PAGE
 from sundial.wiring import dependencies
 
 DagId = Annotated[str, Path(description="The DAG id returned by POST /dags", max_length=100)]
@@ -127,6 +129,66 @@ def submit_dag(request: SubmitDag) -> Response[str]:
     metrics.add_metric(name="DagsSubmitted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="DagNodesSubmitted", unit=MetricUnit.Count, value=len(view.nodes))
     return _json(HTTPStatus.CREATED, DagDetail.of(view))
+
+
+class DagSummary(BaseModel):
+    id: str
+    name: str
+    status: DagStatus
+    run_at: str = Field(description="When the roots were due")
+    created_at: str
+    finished_at: str | None = None
+    queues: list[str] = Field(description="The queues its nodes run on")
+    counts: dict[Status, int] = Field(description="Nodes per status")
+
+    @classmethod
+    def of(cls, view: DagView) -> DagSummary:
+        detail = DagDetail.of(view)
+        return cls(
+            id=detail.id,
+            name=detail.name,
+            status=detail.status,
+            run_at=detail.run_at,
+            created_at=detail.created_at,
+            finished_at=detail.finished_at,
+            queues=sorted({node.queue for node in view.nodes}),
+            counts=detail.counts,
+        )
+
+
+class DagPage(BaseModel):
+    items: list[DagSummary] = Field(description="Oldest first; GET /dags/{id} has the nodes")
+    next_cursor: str | None = Field(
+        description="Pass as ?cursor= for the next page; null at the end. A page may be short "
+        "before the end: DAGs that also use a queue the caller may not read are left out"
+    )
+
+
+@dags_router.get(
+    "/dags",
+    summary="List a queue's DAGs",
+    description="Every DAG with a node on the queue, oldest first, with its status and node "
+    "counts, a page at a time. A page costs one query of the queue's DAG index and one range "
+    "query of each DAG's nodes. A DAG that also uses a queue the caller may not read is left "
+    "out, as GET /dags/{id} would refuse it. DAGs submitted before the index existed appear "
+    "once the deployment's backfill has run (README, Upgrading).",
+    tags=["dags"],
+    responses={
+        200: _documented(DagPage, "A page"),
+        400: _INVALID,
+        404: _documented(ErrorBody, "Unknown queue"),
+    },
+)
+def list_dags(
+    queue: Annotated[str, Query(min_length=1, max_length=40, description="A queue's name")],
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTING_PAGE, description="Page size")] = 20,
+    cursor: Annotated[str | None, Query(max_length=2_000, description="From next_cursor")] = None,
+) -> DagPage:
+    readable = permitted_queues(dags_router.current_event, Permission.READ)
+    views, next_cursor = dependencies().dags.of_queue(
+        queue, readable=readable, limit=limit, cursor=cursor
+    )
+    return DagPage(items=[DagSummary.of(view) for view in views], next_cursor=next_cursor)
 
 
 @dags_router.get(

@@ -16,9 +16,7 @@ from sundial.api.models import (
     ReplayRequest,
     ReplayResult,
 )
-from sundial.api.routes import _INVALID, _documented, metrics
-from sundial.errors import InvalidInput
-from sundial.model.submission import parse_rfc3339
+from sundial.api.routes import _INVALID, _documented, metrics, time_query
 from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
 from sundial.store.dead_letters import MAX_PAGE
 from sundial.wiring import dependencies
@@ -27,15 +25,6 @@ QueueName = Annotated[str, Path(description="A queue declared in cdk.json", max_
 _UNKNOWN_QUEUE = _documented(ErrorBody, "Unknown queue")
 
 dead_letters_router = Router()  # type: ignore[no-untyped-call]
-
-
-def _time(field: str, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError as error:
-        raise InvalidInput(field, str(error)) from None
 
 
 @dead_letters_router.get(
@@ -56,7 +45,9 @@ def browse_dead_letters(  # noqa: PLR0917 - Powertools passes query parameters b
     error_type: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
 ) -> DeadLetterPage:
     which = DeadLetterFilter(
-        since_ms=_time("since", since), until_ms=_time("until", until), error_type=error_type
+        since_ms=time_query("since", since),
+        until_ms=time_query("until", until),
+        error_type=error_type,
     )
     letters, next_cursor = dependencies().dead_letters.browse(
         queue, which, limit=limit, cursor=cursor
@@ -102,7 +93,7 @@ def purge_dead_letters(
     older_than: Annotated[str, Query(description="Purge letters dead before this (RFC 3339)")],
     limit: Annotated[int, Query(ge=1, le=MAX_PER_REQUEST)] = MAX_PER_REQUEST,
 ) -> PurgeResult:
-    before = _time("older_than", older_than)
+    before = time_query("older_than", older_than)
     assert before is not None
     outcome = dependencies().dead_letters.purge(queue, before_ms=before, limit=limit)
     return PurgeResult(purged=outcome.purged, more=outcome.more)

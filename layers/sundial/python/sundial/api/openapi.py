@@ -58,7 +58,7 @@ _ID_SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }
 # Request fields and query parameters that hold an RFC 3339 time.
-_TIMES = {"run_at", "start_at", "end_at", "since", "until", "older_than", "before"}
+_TIMES = {"run_at", "start_at", "end_at", "since", "until", "older_than", "before", "from", "to"}
 # The rate grammar sundial.model.recurrence parses, as written (one space, lower case).
 _RATE_PATTERN = r"^[1-9][0-9]{0,8} (second|minute|hour|day)s?$"
 # A lease token (or a page cursor) is base64url without padding, as Sundial returns it.
@@ -168,7 +168,7 @@ def _constrain_parameters(document: dict[str, Any], queues: Sequence[str]) -> No
                 if name in _ID_SCHEMAS:
                     schema.pop("maxLength", None)
                     schema.update(_ID_SCHEMAS[name])
-                elif name == "queue" and parameter["in"] == "path":
+                elif name == "queue":  # a path parameter, or a listing's query parameter
                     schema.pop("maxLength", None)
                     schema["enum"] = list(queues)
                 elif name == "cursor":

@@ -24,9 +24,9 @@ from sundial.api.models import (
     JobDetail,
     JobSummary,
 )
-from sundial.errors import Conflict, SundialError
+from sundial.errors import Conflict, InvalidInput, SundialError
 from sundial.model.job import Job
-from sundial.model.submission import ChangeJob, SubmitBatch, SubmitJob
+from sundial.model.submission import ChangeJob, SubmitBatch, SubmitJob, parse_rfc3339
 from sundial.services.jobs import Submitted
 from sundial.wiring import dependencies
 
@@ -44,6 +44,16 @@ def request_id(router: Router) -> str | None:
     # Every route is an HTTP API (payload 2.0) route; its request context names the request.
     assert isinstance(event, APIGatewayProxyEventV2)
     return event.request_context.request_id or None
+
+
+def time_query(field: str, value: str | None) -> int | None:
+    """A query parameter's RFC 3339 time as epoch ms (None if absent); a bad one is a 400."""
+    if value is None:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError as error:
+        raise InvalidInput(field, str(error)) from None
 
 
 def _documented(model: type[BaseModel], description: str) -> OpenAPIResponse:

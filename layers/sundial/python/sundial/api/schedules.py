@@ -30,6 +30,7 @@ from sundial.model.schedule import (
 )
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
+from sundial.services.cursors import MAX_LISTING_PAGE
 from sundial.services.schedules import RunView, ScheduleView
 from sundial.wiring import dependencies
 
@@ -88,24 +89,43 @@ class RunsPage(BaseModel):
     )
 
 
-class ScheduleDetail(BaseModel):
+class ScheduleSummary(BaseModel):
     id: str
     name: str | None
     cron: str | None
     rate: str | None
     timezone: str
     queue: str
-    payload: JsonValue
     priority: Priority
+    state: ScheduleState
+    created_at: str
+    paused_at: str | None
+    revision: int = Field(description="How many updates (PATCH) the schedule has had")
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleSummary:
+        return cls(
+            id=schedule.id,
+            name=schedule.name,
+            cron=schedule.cron,
+            rate=schedule.rate,
+            timezone=schedule.timezone,
+            queue=schedule.queue,
+            priority=schedule.priority,
+            state=schedule.state,
+            created_at=to_rfc3339(schedule.created_at_ms),
+            paused_at=_time(schedule.paused_at_ms),
+            revision=schedule.revision,
+        )
+
+
+class ScheduleDetail(ScheduleSummary):
+    payload: JsonValue
     max_attempts: int | None
     retry: RetryPolicy | None
     start_at: str | None
     end_at: str | None
     misfire: Misfire
-    state: ScheduleState
-    created_at: str
-    paused_at: str | None
-    revision: int = Field(description="How many updates (PATCH) the schedule has had")
     next_run_at: str | None = Field(
         description="The next occurrence from now; null while paused or once ended"
     )
@@ -115,29 +135,26 @@ class ScheduleDetail(BaseModel):
     )
 
     @classmethod
-    def of(cls, view: ScheduleView) -> ScheduleDetail:
+    def of_view(cls, view: ScheduleView) -> ScheduleDetail:
         schedule = view.schedule
         return cls(
-            id=schedule.id,
-            name=schedule.name,
-            cron=schedule.cron,
-            rate=schedule.rate,
-            timezone=schedule.timezone,
-            queue=schedule.queue,
+            **ScheduleSummary.of(schedule).model_dump(),
             payload=json.loads(schedule.payload_json),
-            priority=schedule.priority,
             max_attempts=schedule.max_attempts,
             retry=schedule.retry,
             start_at=_time(schedule.start_at_ms),
             end_at=_time(schedule.end_at_ms),
             misfire=schedule.misfire,
-            state=schedule.state,
-            created_at=to_rfc3339(schedule.created_at_ms),
-            paused_at=_time(schedule.paused_at_ms),
-            revision=schedule.revision,
             next_run_at=_time(view.next_run_at_ms),
             last_run=RunSummary.of(view.last_run) if view.last_run else None,
         )
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleSummary] = Field(
+        description="Oldest first; GET /schedules/{id} has a schedule's payload and runs"
+    )
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; null at end")
 
 
 class UpdatedScheduleDetail(ScheduleDetail):
@@ -189,7 +206,30 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
     metrics.add_metric(name="SchedulesCreated", unit=MetricUnit.Count, value=int(created.created))
     view = deps.schedules.get(created.schedule.id)
     status = HTTPStatus.CREATED if created.created else HTTPStatus.OK
-    return _json(status, ScheduleDetail.of(view))
+    return _json(status, ScheduleDetail.of_view(view))
+
+
+@schedules_router.get(
+    "/schedules",
+    summary="List a queue's schedules",
+    description="Every schedule of the queue not deleted, oldest first, one page at a time. "
+    "Each page costs one query of the queue's schedule index and one batch read of the "
+    "schedules listed. Schedules created before the index existed appear once the "
+    "deployment's backfill has run (README, Upgrading).",
+    tags=["schedules"],
+    responses={
+        200: _documented(SchedulePage, "A page"),
+        400: _INVALID,
+        404: _documented(ErrorBody, "Unknown queue"),
+    },
+)
+def list_schedules(
+    queue: Annotated[str, Query(min_length=1, max_length=40, description="A queue's name")],
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTING_PAGE, description="Page size")] = 50,
+    cursor: Annotated[str | None, Query(max_length=2_000, description="From next_cursor")] = None,
+) -> SchedulePage:
+    schedules, next_cursor = dependencies().schedules.of_queue(queue, limit=limit, cursor=cursor)
+    return SchedulePage(items=[ScheduleSummary.of(s) for s in schedules], next_cursor=next_cursor)
 
 
 @schedules_router.get(
@@ -200,7 +240,7 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
 )
 def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     read = authorized_item(Schedule)
-    return ScheduleDetail.of(dependencies().schedules.get(schedule_id, read=read))
+    return ScheduleDetail.of_view(dependencies().schedules.get(schedule_id, read=read))
 
 
 @schedules_router.get(
@@ -240,7 +280,7 @@ def pause_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     deps = dependencies()
     deps.schedules.pause(schedule_id)
     metrics.add_metric(name="SchedulesPaused", unit=MetricUnit.Count, value=1)
-    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+    return ScheduleDetail.of_view(deps.schedules.get(schedule_id))
 
 
 @schedules_router.post(
@@ -261,7 +301,7 @@ def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     deps = dependencies()
     deps.schedules.resume(schedule_id)
     metrics.add_metric(name="SchedulesResumed", unit=MetricUnit.Count, value=1)
-    return ScheduleDetail.of(deps.schedules.get(schedule_id))
+    return ScheduleDetail.of_view(deps.schedules.get(schedule_id))
 
 
 @schedules_router.patch(
@@ -296,7 +336,7 @@ def update_schedule(schedule_id: ScheduleId, request: UpdateSchedule) -> Updated
     deps = dependencies()
     updated = deps.schedules.update(schedule_id, request)
     metrics.add_metric(name="SchedulesUpdated", unit=MetricUnit.Count, value=1)
-    detail = ScheduleDetail.of(deps.schedules.get(schedule_id))
+    detail = ScheduleDetail.of_view(deps.schedules.get(schedule_id))
     return UpdatedScheduleDetail(
         **detail.model_dump(),
         applies_from=to_rfc3339(updated.applies_from_ms),

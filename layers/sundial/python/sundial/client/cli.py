@@ -12,10 +12,12 @@ import json
 import os
 import re
 import sys
+import typing
 import webbrowser
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,7 +33,15 @@ from sundial.client.errors import (
     ServerError,
     SundialError,
 )
-from sundial.client.models import DagDetail, DeadLetterView, RunsPage
+from sundial.client.models import (
+    DagDetail,
+    DagSummary,
+    DeadLetterView,
+    ListedJob,
+    RunsPage,
+    ScheduleSummary,
+    Status,
+)
 from sundial.client.transport import LOCAL_API, Transport
 from sundial.client.ui.server import DEFAULT_PORT as DEFAULT_UI_PORT
 from sundial.client.ui.server import UiServer
@@ -320,20 +330,84 @@ def _dead_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
     letters = client.dead_letters(
         args.queue, since=args.since, until=args.until, error_type=args.error_type
     )
+    columns = ["dead at", "job id", "attempt", "error type", "message"]
+    title = f"dead letters of {args.queue}"
+    _show_all(out, letters, args.limit, title=title, columns=columns, row=_letter_row)
+
+
+Listed = TypeVar("Listed", bound=BaseModel)
+
+
+def _show_all(
+    out: Output,
+    items: Iterable[Listed],
+    limit: int | None,
+    *,
+    title: str,
+    columns: Sequence[str],
+    row: Callable[[Listed], list[str]],
+) -> None:
+    """Every item of a listing (fetched page after page), up to `limit`: a table, or one JSON
+    object a line with --json."""
     rows: list[list[str]] = []
-    for count, letter in enumerate(letters, start=1):
+    for count, item in enumerate(items, start=1):
         if out.as_json:
-            out.line(letter.model_dump_json())
+            out.line(item.model_dump_json())
         else:
-            rows.append(_letter_row(letter))
-        if args.limit is not None and count >= args.limit:
+            rows.append(row(item))
+        if limit is not None and count >= limit:
             break
     if not out.as_json:
-        out.table(
-            f"dead letters of {args.queue}: {len(rows)}",
-            ["dead at", "job id", "attempt", "error type", "message"],
-            rows,
-        )
+        out.table(f"{title}: {len(rows)}", columns, rows)
+
+
+def _time_text(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
+
+
+def _schedules_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    columns = ["id", "name", "every", "state", "created", "revision"]
+
+    def row(schedule: ScheduleSummary) -> list[str]:
+        every = schedule.cron or schedule.rate or ""
+        return [
+            schedule.id,
+            schedule.name or "",
+            every if schedule.timezone == "UTC" else f"{every} ({schedule.timezone})",
+            schedule.state,
+            schedule.created_at.isoformat(),
+            str(schedule.revision),
+        ]
+
+    schedules = client.schedules(args.queue)
+    title = f"schedules of {args.queue}"
+    _show_all(out, schedules, args.limit, title=title, columns=columns, row=row)
+
+
+def _dags_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    columns = ["id", "name", "status", "run at", "queues", "nodes"]
+
+    def row(dag: DagSummary) -> list[str]:
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(dag.counts.items()))
+        return [dag.id, dag.name, dag.status, dag.run_at.isoformat(), " ".join(dag.queues), counts]
+
+    title = f"DAGs of {args.queue}"
+    _show_all(out, client.dags(args.queue), args.limit, title=title, columns=columns, row=row)
+
+
+def _jobs_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
+    dead = args.status == "dead"
+    columns = ["id", "dead at", "attempt", "error type"] if dead else ["id", "run at", "priority"]
+
+    def row(job: ListedJob) -> list[str]:
+        attempt = "" if job.attempts is None else str(job.attempts)
+        if dead:
+            return [job.id, _time_text(job.dead_at), attempt, job.error_type or ""]
+        return [job.id, _time_text(job.run_at), job.priority or ""]
+
+    jobs = client.queue_jobs(args.queue, args.status, since=args.since, until=args.until)
+    title = f"{args.status} jobs of {args.queue}"
+    _show_all(out, jobs, args.limit, title=title, columns=columns, row=row)
 
 
 def _queues_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
@@ -523,6 +597,18 @@ def _change_options(parser: argparse.ArgumentParser) -> None:
     _payload_storage_option(parser)
 
 
+def _jobs_ls_options(parser: argparse.ArgumentParser) -> None:
+    _listing_options(parser)
+    parser.add_argument("--status", required=True, choices=typing.get_args(Status))
+    parser.add_argument("--since", help="RFC 3339: due at or after (dead: died at or after)")
+    parser.add_argument("--until", help="RFC 3339: due before (at most 7 days after --since)")
+
+
+def _listing_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", required=True)
+    parser.add_argument("--limit", type=int, help="show at most this many")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -566,6 +652,15 @@ def build_parser() -> argparse.ArgumentParser:
             "run-now": ("run_job_now", "hand a waiting job to SQS now; it keeps its id"),
         },
     )
+    _jobs_ls_options(
+        leaf(
+            jobs,
+            "ls",
+            _jobs_ls,
+            "a queue's jobs of one status, in due order (a day either side of now by default; "
+            "each page reads every job due in the window: keep it narrow)",
+        )
+    )
     _change_options(
         leaf(
             jobs,
@@ -599,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     _schedule_runs_options(
         leaf(schedules, "runs", _schedules_runs, "a schedule's runs, newest first")
     )
+    _listing_options(leaf(schedules, "ls", _schedules_ls, "a queue's schedules, oldest first"))
     with_id(
         schedules,
         "schedule",
@@ -614,6 +710,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True
     )
     dag_submit = leaf(dags, "submit", _dags_submit, "submit a DAG (the POST /dags body)")
+    _listing_options(
+        leaf(dags, "ls", _dags_ls, "the DAGs with a node on a queue, oldest first, with status")
+    )
     dag_submit.add_argument("spec", help='@dag.json (or inline JSON): {"name", "nodes", ...}')
     with_id(
         dags,

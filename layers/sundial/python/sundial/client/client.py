@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel, JsonValue
@@ -47,12 +47,16 @@ from sundial.client.models import (
     BatchResult,
     Cancelled,
     DagDetail,
+    DagPage,
+    DagSummary,
     DeadLetterPage,
     DeadLetterView,
     Deleted,
     JobDetail,
     JobSummary,
     LeaseResult,
+    ListedJob,
+    ListedJobsPage,
     Misfire,
     OnFailure,
     ParentResults,
@@ -66,6 +70,9 @@ from sundial.client.models import (
     RetryPolicy,
     RunsPage,
     ScheduleDetail,
+    SchedulePage,
+    ScheduleSummary,
+    Status,
     UpdatedScheduleDetail,
 )
 from sundial.client.transport import (
@@ -81,6 +88,7 @@ if TYPE_CHECKING:
     from botocore.credentials import Credentials
 
 Model = TypeVar("Model", bound=BaseModel)
+Item_co = TypeVar("Item_co", covariant=True)
 Time = datetime | str  # a datetime (timezone-aware), or RFC 3339 text as the API takes it
 
 
@@ -129,6 +137,26 @@ def _time(value: Time | None) -> str | None:
 
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
+
+
+class _Page(Protocol[Item_co]):
+    @property
+    def items(self) -> Sequence[Item_co]: ...
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+def _every_page(fetch: Callable[[str | None], _Page[Item_co]]) -> Iterator[Item_co]:
+    """The items of every page of a listing, fetching each (`fetch(cursor)`) as the iteration
+    reaches it."""
+    cursor: str | None = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 def _segment(value: str) -> str:
@@ -337,6 +365,17 @@ class SundialClient:
         )
         return self._call(ScheduleDetail, "POST", "/schedules", body=body, repeat=Repeat.SAFE)
 
+    def schedule_page(
+        self, queue: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> SchedulePage:
+        """One page of the queue's schedules (not deleted), oldest first. Safe to repeat."""
+        query = _without_none({"queue": queue, "cursor": cursor, "limit": limit})
+        return self._call(SchedulePage, "GET", "/schedules", query=query, repeat=Repeat.SAFE)
+
+    def schedules(self, queue: str, *, page_size: int = 100) -> Iterator[ScheduleSummary]:
+        """Every schedule of the queue, oldest first, page after page as the iteration goes."""
+        return _every_page(lambda cursor: self.schedule_page(queue, cursor=cursor, limit=page_size))
+
     def get_schedule(self, schedule_id: str) -> ScheduleDetail:
         """Safe to repeat."""
         path = f"/schedules/{_segment(schedule_id)}"
@@ -419,6 +458,18 @@ class SundialClient:
         )
         return self._call(DagDetail, "POST", "/dags", body=body, repeat=Repeat.IF_NOT_APPLIED)
 
+    def dag_page(
+        self, queue: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> DagPage:
+        """One page of the DAGs with a node on the queue, oldest first, with their status. A
+        DAG also using a queue the caller may not read is left out. Safe to repeat."""
+        query = _without_none({"queue": queue, "cursor": cursor, "limit": limit})
+        return self._call(DagPage, "GET", "/dags", query=query, repeat=Repeat.SAFE)
+
+    def dags(self, queue: str, *, page_size: int = 100) -> Iterator[DagSummary]:
+        """Every DAG of the queue, oldest first, page after page as the iteration goes."""
+        return _every_page(lambda cursor: self.dag_page(queue, cursor=cursor, limit=page_size))
+
     def get_dag(self, dag_id: str) -> DagDetail:
         """The DAG's status and every node's. Safe to repeat."""
         return self._call(DagDetail, "GET", f"/dags/{_segment(dag_id)}", repeat=Repeat.SAFE)
@@ -452,6 +503,48 @@ class SundialClient:
     def resume_queue(self, queue: str) -> QueueDetail:
         """Send what came due meanwhile. Safe to repeat."""
         return self._post(QueueDetail, f"/queues/{_segment(queue)}/resume")
+
+    def queue_jobs_page(
+        self,
+        queue: str,
+        status: Status,
+        *,
+        since: Time | None = None,
+        until: Time | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> ListedJobsPage:
+        """One page of the queue's jobs of `status` due in [since, until) (default: a day
+        either side of now; at most 7 days), in due order; for `dead`, by when they died. A
+        page may be short before the end (each call's reading is bounded). Safe to repeat."""
+        query = _without_none(
+            {
+                "status": status,
+                "from": _time(since),
+                "to": _time(until),
+                "cursor": cursor,
+                "limit": limit,
+            }
+        )
+        path = f"/queues/{_segment(queue)}/jobs"
+        return self._call(ListedJobsPage, "GET", path, query=query, repeat=Repeat.SAFE)
+
+    def queue_jobs(
+        self,
+        queue: str,
+        status: Status,
+        *,
+        since: Time | None = None,
+        until: Time | None = None,
+        page_size: int = 100,
+    ) -> Iterator[ListedJob]:
+        """Every job of the queue with `status` in the window, in due order, page after page
+        as the iteration goes."""
+        return _every_page(
+            lambda cursor: self.queue_jobs_page(
+                queue, status, since=since, until=until, cursor=cursor, limit=page_size
+            )
+        )
 
     # -- dead letters -----------------------------------------------------------------------
 
@@ -489,9 +582,8 @@ class SundialClient:
     ) -> Iterator[DeadLetterView]:
         """Every dead letter of the queue (matching the filters), oldest first, fetching page
         after page (`page_size` each, at most 100) as the iteration goes."""
-        cursor: str | None = None
-        while True:
-            page = self.dead_letter_page(
+        return _every_page(
+            lambda cursor: self.dead_letter_page(
                 queue,
                 cursor=cursor,
                 limit=page_size,
@@ -499,10 +591,7 @@ class SundialClient:
                 until=until,
                 error_type=error_type,
             )
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        )
 
     def replay_dead_letters(
         self,

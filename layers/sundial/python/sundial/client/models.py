@@ -216,6 +216,22 @@ class DagDetail(ApiModel):
     nodes: dict[str, DagNodeView]
 
 
+class DagSummary(ApiModel):
+    id: str
+    name: str
+    status: DagStatus
+    run_at: datetime
+    created_at: datetime
+    finished_at: datetime | None = None
+    queues: list[str]
+    counts: dict[str, int]
+
+
+class DagPage(ApiModel):
+    items: list[DagSummary]
+    next_cursor: str | None
+
+
 class RetryPolicy(ApiModel):
     """Backoff between a job's attempts (None: the queue's default from cdk.json)."""
 
@@ -242,26 +258,34 @@ class RunsPage(ApiModel):
     next_before: datetime | None
 
 
-class ScheduleDetail(ApiModel):
+class ScheduleSummary(ApiModel):
     id: str
     name: str | None
     cron: str | None
     rate: str | None
     timezone: str
     queue: str
-    payload: JsonValue
     priority: Priority
+    state: ScheduleState
+    created_at: datetime
+    paused_at: datetime | None
+    revision: int
+
+
+class ScheduleDetail(ScheduleSummary):
+    payload: JsonValue
     max_attempts: int | None
     retry: RetryPolicy | None
     start_at: datetime | None
     end_at: datetime | None
     misfire: Misfire
-    state: ScheduleState
-    created_at: datetime
-    paused_at: datetime | None
-    revision: int
     next_run_at: datetime | None
     last_run: RunSummary | None
+
+
+class SchedulePage(ApiModel):
+    items: list[ScheduleSummary]
+    next_cursor: str | None
 
 
 class UpdatedScheduleDetail(ScheduleDetail):
@@ -301,3 +325,25 @@ class QueueSummary(ApiModel):
 
 class QueueList(ApiModel):
     queues: list[QueueSummary]
+
+
+class ListedJob(ApiModel):
+    """A job of GET /queues/{queue}/jobs; a dead letter's has dead_at and error_type instead of
+    run_at, priority and created_at."""
+
+    id: str
+    queue: str
+    status: Status
+    run_at: datetime | None
+    priority: Priority | None
+    attempts: int | None
+    created_at: datetime | None
+    dead_at: datetime | None = None
+    error_type: str | None = None
+
+
+class ListedJobsPage(ApiModel):
+    items: list[ListedJob]
+    next_cursor: str | None
+    window_from: datetime
+    window_to: datetime

@@ -1,5 +1,12 @@
-"""Submit, read, cancel, pause and resume whole DAGs: the domain behind /dags (how a DAG
-moves on when its nodes end: services.dag_progress)."""
+"""Submit, list, read, cancel, pause and resume whole DAGs: the domain behind /dags (how a DAG
+moves on when its nodes end: services.dag_progress).
+
+The DAG listing (GET /dags?queue=): a DAG may span queues, so it is indexed under each queue it
+uses (store.dag_listing): a queue's list is one range query, and a caller who may read that
+queue finds it there. One index item per queue used, written before the nodes: +1 write unit
+per queue per DAG submitted (most DAGs use one or two queues), none per node or as it runs. A
+DAG has no delete (a cancel keeps its nodes until they expire), so its entries expire with it.
+(One "dags" partition by time instead would make each queue's list read every DAG's entry.)"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import random
 from collections.abc import Collection
 
 from sundial.clock import Clock
-from sundial.errors import Conflict, DagNotFound, InvalidInput, Unavailable
+from sundial.errors import Conflict, DagNotFound, InvalidInput, QueueNotFound, Unavailable
 from sundial.ids import DagKey
 from sundial.model.dag import DagStatus, DagView, SubmitDag
 from sundial.model.dag_graph import check_graph, children_of
@@ -20,8 +27,10 @@ from sundial.model.job import (
 from sundial.model.submission import (
     MAX_HORIZON_S,
 )
+from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.dag_progress import DagProgress
 from sundial.services.jobs import JobService
+from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.jobs import JobStore
 from sundial.timing import DIRECT_WINDOW_MS
@@ -38,11 +47,15 @@ class DagService:
         jobs: JobService,
         progress: DagProgress,
         clock: Clock,
+        listing: DagListingStore,
+        queues: Collection[str],
         shard_count: int,
         retention_days: int,
         rng: random.Random | None = None,
     ) -> None:
         self._store = store
+        self._listing = listing
+        self._queues = frozenset(queues)
         self._nodes = nodes
         self._jobs = jobs
         self._progress = progress
@@ -78,6 +91,11 @@ class DagService:
             else set()
         )
         nodes = self._build(request, key, now, paused, correlation_id)
+        # The queues' index first (services module docstring: "The DAG listing"): a submit that
+        # dies after it leaves an entry with no nodes, which a listing passes over.
+        queues = {node.queue for node in nodes}
+        for entry in dag_entries(key, queues, created_at_ms=now, retention_s=self._retention_s):
+            self._listing.put(entry)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
         self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
@@ -85,6 +103,26 @@ class DagService:
         if self._jobs.dispatch_direct(self._jobs.write_new(roots, now)):
             raise Unavailable(f"DAG {key.dag_id}: a root could not be handed to SQS; retry")
         return DagView(key, nodes)
+
+    def of_queue(
+        self, queue: str, *, readable: Collection[str], limit: int, cursor: str | None
+    ) -> tuple[list[DagView], str | None]:
+        """A page of the queue's DAGs, oldest first, each read whole (one range query of its
+        nodes, a read unit per 4 KB of them), and the next page's cursor (None at the end). A
+        DAG that uses a queue not in `readable` is left out, as GET /dags/{id} would refuse it
+        (a page may then be short); so is one whose nodes are gone (expired, or a submit that
+        died before writing them)."""
+        if queue not in self._queues:
+            raise QueueNotFound(queue)
+        after = decode_cursor(cursor, queue, listing="dags") if cursor else None
+        ids, last = self._listing.page(queue, limit=limit, after_sk=after)
+        views = []
+        for dag_id in ids:
+            key = DagKey.from_dag_id(dag_id)
+            nodes = self._nodes.dag_nodes(key)
+            if nodes and {node.queue for node in nodes} <= set(readable):
+                views.append(DagView(key, nodes))
+        return views, encode_cursor(queue, last, listing="dags") if last else None
 
     def _build(
         self,

@@ -10,14 +10,12 @@ seed 22: a replay that crashed before its send, repeated at once, deleted the le
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
+from sundial.errors import Conflict, JobNotFound, QueueNotFound
 from sundial.model.job import Status
+from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.jobs import JobService
 from sundial.store.dead_letters import DeadLetter, DeadLetterStore, time_sk
 
@@ -134,25 +132,3 @@ class DeadLetterService:
     def _known(self, queue: str) -> None:
         if queue not in self._queues:
             raise QueueNotFound(queue)
-
-
-def encode_cursor(queue: str, sk: str) -> str:
-    raw = json.dumps({"q": queue, "sk": sk}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, queue: str) -> str:
-    """The sort key a page cursor continues after; a cursor that is not ours is a 400."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-        sk = value["sk"]
-        if value["q"] != queue or not isinstance(sk, str) or not sk[:13].isdigit():
-            raise ValueError("cursor of another listing")
-    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
-        raise InvalidInput("cursor", "not a cursor returned by this listing") from None
-    if encode_cursor(queue, sk) != cursor:
-        # Only the exact text a page returned: the decoder also takes '+', '/', padding and
-        # reformatted JSON, none of which this listing wrote.
-        raise InvalidInput("cursor", "not a cursor returned by this listing")
-    return sk

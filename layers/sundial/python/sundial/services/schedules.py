@@ -25,7 +25,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sundial.clock import Clock
-from sundial.errors import Conflict, InvalidInput, ScheduleNotFound, Unavailable
+from sundial.errors import (
+    Conflict,
+    InvalidInput,
+    QueueNotFound,
+    ScheduleNotFound,
+    Unavailable,
+)
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
 from sundial.model.schedule import (
@@ -42,6 +48,7 @@ from sundial.model.schedule import (
 from sundial.retry import DEFAULT_MAX_ATTEMPTS
 from sundial.services.admission import Admission
 from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
+from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
 from sundial.store.schedules import Parked, Revised, ScheduleStore
@@ -236,6 +243,23 @@ class ScheduleService:
         if schedule is None:
             raise ScheduleNotFound(schedule_id)
         return schedule
+
+    def of_queue(
+        self, queue: str, *, limit: int, cursor: str | None
+    ) -> tuple[list[Schedule], str | None]:
+        """A page of the queue's schedules, oldest first, and the cursor of the next page (None
+        on the last). Cost: one Query of the queue's listing (small items: `limit` of them in
+        about one read unit) and one BatchGetItem of the schedule items (a read unit per 4 KB
+        of each, consistent)."""
+        if queue not in self._queues:
+            raise QueueNotFound(queue)
+        after = decode_cursor(cursor, queue, listing="schedules") if cursor else None
+        ids, last = self._schedules.listing_page(queue, limit=limit, after_sk=after)
+        found = self._schedules.get_many(ids)
+        # A listing item exists only while its schedule is live (created and deleted in the
+        # same transactions); the check keeps a list exact even if one were left over.
+        page = [found[i] for i in ids if i in found and found[i].state is not ScheduleState.DELETED]
+        return page, encode_cursor(queue, last, listing="schedules") if last else None
 
     def _live(self, schedule_id: str, *, read: Schedule | None = None) -> Schedule:
         """The schedule unless deleted; `read`: as read earlier in this request (consistently)."""
@@ -588,14 +612,14 @@ class ScheduleService:
         now = self._clock.now_ms()
         expires = now // 1000 + self._retention_s
         if schedule.state is not ScheduleState.DELETED:
-            _, current = self._schedules.set_state(
-                schedule.id,
-                to=ScheduleState.DELETED,
+            # The state and the queue's listing in one transaction (ScheduleStore.delete).
+            self._schedules.delete(
+                schedule,
                 when=[ScheduleState.ACTIVE, ScheduleState.PAUSED, ScheduleState.RESUMING],
                 now_ms=now,
                 expires_at_s=expires,
             )
-            schedule = current or schedule
+            schedule = self._schedules.get(schedule.id) or schedule
         for record, job in self._recent(schedule):
             unfinished = job is not None and job.status in (
                 Status.PENDING,

@@ -2,6 +2,12 @@
 
 Item kinds:
 - schedule: ("sched#<id>", "schedule"): the definition and its state
+- listing:  ("schedules#<queue>", "<created ms, 13 digits>#<id>"): one per live schedule, so
+            GET /schedules?queue= is one range query. Written in the transaction that creates
+            the schedule (+2 write units: a transaction's writes cost two), deleted in the one
+            that deletes it (a delete is a transaction of two writes now, 4 units, not one
+            update, 1); it holds the id only (what a list shows is read from the schedule
+            items), so an update, pause, resume or occurrence writes nothing more.
 - run:      ("sched#<id>", "run#<occurrence ms, 13 digits>"): the decision for one occurrence
             (sundial.model.schedule.RunRecord), so the runs list is one query, newest first.
             An occurrence of a revision after the first (an update, PATCH) has
@@ -11,7 +17,7 @@ Item kinds:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +42,25 @@ if TYPE_CHECKING:
 
 SCHEDULE_SK = "schedule"
 RUN_PREFIX = "run#"
+SCHEDULE_PREFIX = "sched#"
+LISTING_PREFIX = "schedules#"
 _BATCH_GET = 100
 
 
 def schedule_pk(schedule_id: str) -> str:
-    return f"sched#{schedule_id}"
+    return f"{SCHEDULE_PREFIX}{schedule_id}"
+
+
+def listing_pk(queue: str) -> str:
+    return f"{LISTING_PREFIX}{queue}"
+
+
+def listing_sk(schedule: Schedule) -> str:
+    return f"{schedule.created_at_ms:0{SK_DIGITS}d}#{schedule.id}"
+
+
+def _listing_key(schedule: Schedule) -> Item:
+    return {"pk": str_attr(listing_pk(schedule.queue)), "sk": str_attr(listing_sk(schedule))}
 
 
 def schedule_to_item(schedule: Schedule) -> Item:
@@ -177,6 +197,14 @@ class Parked(StrEnum):
     GONE = "gone"  # the occurrence is no longer pending: nothing written
 
 
+class Indexed(StrEnum):
+    """How indexing one schedule for its queue's listing ended (ScheduleStore.index)."""
+
+    INDEXED = "indexed"
+    ALREADY = "already"  # its listing item exists
+    DELETED = "deleted"  # deleted (or gone): a deleted schedule is never listed
+
+
 class ScheduleStore(TableAdapter):
     def _key(self, schedule_id: str) -> Item:
         return {"pk": str_attr(schedule_pk(schedule_id)), "sk": str_attr(SCHEDULE_SK)}
@@ -199,7 +227,8 @@ class ScheduleStore(TableAdapter):
         transaction, so no sweep ever finds one without the other and no crash leaves a
         schedule without its chain. Returns None, or the existing schedule if the id is taken
         (an idempotent repeat)."""
-        if not transact(self._db, [self.new_schedule_write(schedule), first_occurrence]):
+        listed = self._listing_write(schedule)
+        if not transact(self._db, [self.new_schedule_write(schedule), listed, first_occurrence]):
             return None
         existing = self.get(schedule.id)
         if existing is None:
@@ -224,6 +253,15 @@ class ScheduleStore(TableAdapter):
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         }
+
+    def _listing_write(self, schedule: Schedule) -> Item:
+        """The schedule's item in its queue's listing (unconditional: it is written only
+        with the schedule itself, whose put is conditional)."""
+        item = _listing_key(schedule) | {
+            "schedule_id": str_attr(schedule.id),
+            "created_at": num_attr(schedule.created_at_ms),
+        }
+        return {"Put": {"TableName": self._table, "Item": item}}
 
     def paused_check(self, schedule_id: str) -> Item:
         """A TransactWriteItems entry that holds only while the schedule is paused."""
@@ -252,6 +290,25 @@ class ScheduleStore(TableAdapter):
     ) -> tuple[bool, Schedule | None]:
         """Move the schedule to state `to` if it is in one of `when`. Returns (moved, the
         schedule as written, or as it was if not; None if there is no such schedule)."""
+        moved, item = self._write_if(
+            "update",
+            **self._state_update(
+                schedule_id, to=to, when=when, now_ms=now_ms, expires_at_s=expires_at_s
+            ),
+            ReturnValues="ALL_NEW",
+        )
+        return moved, item_to_schedule(item) if item else None
+
+    def _state_update(
+        self,
+        schedule_id: str,
+        *,
+        to: ScheduleState,
+        when: Sequence[ScheduleState],
+        now_ms: int,
+        expires_at_s: int | None,
+    ) -> dict[str, Any]:
+        """The conditional UpdateItem request of a state change (set_state, delete)."""
         sets = ["#state = :to"]
         removes: list[str] = []
         values: Item = {":to": str_attr(str(to))}
@@ -267,17 +324,86 @@ class ScheduleStore(TableAdapter):
         if to in (ScheduleState.PAUSED, ScheduleState.DELETED):
             values[":now"] = num_attr(now_ms)
         allowed = {f":w{i}": str_attr(str(state)) for i, state in enumerate(when)}
-        moved, item = self._write_if(
-            "update",
-            Key=self._key(schedule_id),
-            UpdateExpression=f"SET {', '.join(sets)}"
+        return {
+            "Key": self._key(schedule_id),
+            "UpdateExpression": f"SET {', '.join(sets)}"
             + (f" REMOVE {', '.join(removes)}" if removes else ""),
-            ConditionExpression=f"#state IN ({', '.join(allowed)})",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={**values, **allowed},
-            ReturnValues="ALL_NEW",
+            "ConditionExpression": f"#state IN ({', '.join(allowed)})",
+            "ExpressionAttributeNames": {"#state": "state"},
+            "ExpressionAttributeValues": {**values, **allowed},
+        }
+
+    def delete(
+        self,
+        schedule: Schedule,
+        *,
+        when: Sequence[ScheduleState],
+        now_ms: int,
+        expires_at_s: int,
+    ) -> bool:
+        """Mark the schedule deleted (if in one of `when`) and remove its listing item, in one
+        transaction: a listing never shows a deleted schedule nor misses a live one. Returns
+        whether it was deleted now (False: its state was not one of `when`)."""
+        state_write = {"TableName": self._table} | self._state_update(
+            schedule.id,
+            to=ScheduleState.DELETED,
+            when=when,
+            now_ms=now_ms,
+            expires_at_s=expires_at_s,
         )
-        return moved, item_to_schedule(item) if item else None
+        # Unconditional: a schedule created before the listing existed has no item to remove.
+        unlisted = {"Delete": {"TableName": self._table, "Key": _listing_key(schedule)}}
+        return not transact(self._db, [{"Update": state_write}, unlisted])
+
+    # -- the queue's listing -----------------------------------------------------------------
+
+    def listing_page(
+        self, queue: str, *, limit: int, after_sk: str | None
+    ) -> tuple[list[str], str | None]:
+        """Up to `limit` schedule ids of the queue's listing, oldest first, and the sort key to
+        continue after (None at the end)."""
+        return self._index_page(
+            listing_pk(queue), id_attribute="schedule_id", limit=limit, after_sk=after_sk
+        )
+
+    def get_many(self, schedule_ids: Sequence[str]) -> dict[str, Schedule]:
+        """The schedule items of `schedule_ids` that exist (consistent reads)."""
+        keys = [self._key(schedule_id) for schedule_id in dict.fromkeys(schedule_ids)]
+        return {s.id: s for s in map(item_to_schedule, self._batch_get(keys))}
+
+    def schedule_items(self) -> Iterator[Schedule]:
+        """Every schedule item in the table: a Scan, which reads (and is charged for) the
+        whole table. Only for the one-off backfill of the listings (sundial.backfill)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "begins_with(pk, :prefix) AND sk = :schedule",
+            "ExpressionAttributeValues": {
+                ":prefix": str_attr(SCHEDULE_PREFIX),
+                ":schedule": str_attr(SCHEDULE_SK),
+            },
+        }
+        for page in self._db.get_paginator("scan").paginate(**request):
+            yield from map(item_to_schedule, page.get("Items", []))
+
+    def index(self, schedule: Schedule) -> Indexed:
+        """Write the schedule's listing item if it has none, while it is not deleted: one
+        transaction (a check of the schedule, a put-if-absent), so a delete racing the
+        backfill never leaves a deleted schedule listed. Idempotent."""
+        check: Item = {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._key(schedule.id),
+                "ConditionExpression": "attribute_exists(pk) AND #state <> :deleted",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {":deleted": str_attr(str(ScheduleState.DELETED))},
+            }
+        }
+        put = self._listing_write(schedule)
+        put["Put"]["ConditionExpression"] = "attribute_not_exists(pk)"
+        failed = transact(self._db, [check, put])
+        if not failed:
+            return Indexed.INDEXED
+        return Indexed.DELETED if 0 in failed else Indexed.ALREADY
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -381,23 +507,21 @@ class ScheduleStore(TableAdapter):
 
     def jobs(self, keys: Sequence[JobKey]) -> dict[JobKey, Job]:
         """The job items at `keys` that exist (consistent reads, 100 per request)."""
-        found: dict[JobKey, Job] = {}
-        unique = list(dict.fromkeys(keys))
-        for start in range(0, len(unique), _BATCH_GET):
-            request: dict[str, Any] = {
-                self._table: {
-                    "Keys": [key_item(k) for k in unique[start : start + _BATCH_GET]],
-                    "ConsistentRead": True,
-                }
-            }
+        items = self._batch_get([key_item(k) for k in dict.fromkeys(keys)])
+        return {job.key: job for job in map(item_to_job, items)}
+
+    def _batch_get(self, keys: Sequence[Item]) -> list[Item]:
+        """The items at `keys` that exist (consistent reads, 100 per request), in no order."""
+        found: list[Item] = []
+        for start in range(0, len(keys), _BATCH_GET):
+            chunk = list(keys[start : start + _BATCH_GET])
+            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
             for _ in range(BATCH_ATTEMPTS):
                 response = self._db.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self._table, []):
-                    job = item_to_job(item)
-                    found[job.key] = job
+                found += response.get("Responses", {}).get(self._table, [])
                 request = dict(response.get("UnprocessedKeys", {}))
                 if not request:
                     break
             else:
-                raise Unavailable("DynamoDB left job reads unprocessed")
+                raise Unavailable("DynamoDB left reads unprocessed")
         return found

@@ -100,3 +100,23 @@ class TableAdapter:
         """One item by its key, read consistently; None if there is none."""
         response = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         return cast("Item | None", dict(response).get("Item"))
+
+    def _index_page(
+        self, pk: str, *, id_attribute: str, limit: int, after_sk: str | None
+    ) -> tuple[list[str], str | None]:
+        """One page of an index partition (a queue's schedules or DAGs), in sort key order:
+        up to `limit` ids (each item's `id_attribute`) and the sort key to go on after (None at
+        the end). Eventually consistent: half the read units, and an item written a moment
+        ago may show on the next call."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": str_attr(pk)},
+            "Limit": limit,
+        }
+        if after_sk is not None:
+            request["ExclusiveStartKey"] = {"pk": str_attr(pk), "sk": str_attr(after_sk)}
+        response = self._db.query(**request)
+        ids = [item[id_attribute]["S"] for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return ids, (last["sk"]["S"] if last else None)

@@ -1,5 +1,6 @@
 // The Sundial admin UI: vanilla JavaScript, no dependencies, no build step.
-// Pages by URL hash: #/queues, #/dead/QUEUE[?limit=N], #/jobs/ID, #/schedules/ID, #/dags/ID.
+// Pages by URL hash: #/queues, #/dead/QUEUE[?limit=N], #/jobs/ID, #/schedules/ID, #/dags/ID;
+// a queue's listings: #/queue-schedules/QUEUE, #/queue-dags/QUEUE, #/queue-jobs/QUEUE?status=S.
 // Everything from the API is put in the page as text (textContent, attributes), never as HTML.
 "use strict";
 
@@ -171,11 +172,16 @@ async function queuesPage() {
       h("td", { class: "num" }, q.messages.delayed),
       h("td", { class: "num dead" }, link(`#/dead/${seg(q.queue)}`, dead)),
       h("td", { class: "num" }, q.dead_letter_queue_messages ?? ""),
+      h("td", { class: "listings" },
+        link(`#/queue-jobs/${seg(q.queue)}?status=pending`, "jobs"), " · ",
+        link(`#/queue-schedules/${seg(q.queue)}`, "schedules"), " · ",
+        link(`#/queue-dags/${seg(q.queue)}`, "DAGs")),
       h("td", {}, toggle));
   });
   const columns = [{ title: "queue" }, { title: "state" }, { title: "visible", num: true },
     { title: "in flight", num: true }, { title: "delayed", num: true },
-    { title: "dead letters", num: true }, { title: "in DLQ", num: true }, { title: "" }];
+    { title: "dead letters", num: true }, { title: "in DLQ", num: true }, { title: "lists" },
+    { title: "" }];
   show(
     h("div", { class: "toolbar" }, h("h1", {}, `Queues (${queues.length})`),
       h("span", { class: "spacer" }), refreshButton()),
@@ -511,6 +517,86 @@ async function dagPage(id) {
   );
 }
 
+// -- a queue's listings: schedules, DAGs, jobs by status --------------------------------------
+
+// The cursors of the pages seen so far of one listing: "Previous" goes back along them.
+const listingPaging = { listing: null, cursors: [null] };
+
+// One page of a listing (`path` with `query`), as a table with Previous and Next.
+async function listingPage(title, key, path, query, columns, row, extra) {
+  if (listingPaging.listing !== key) Object.assign(listingPaging, { listing: key, cursors: [null] });
+  const cursor = listingPaging.cursors[listingPaging.cursors.length - 1];
+  const page = await api("GET", path, { query: { ...query, limit: PAGE_SIZE, cursor } });
+  const pageNumber = listingPaging.cursors.length;
+  const previous = h("button", { type: "button", disabled: pageNumber === 1 }, "Previous");
+  previous.addEventListener("click", () => {
+    listingPaging.cursors.pop();
+    act(previous, async () => null);
+  });
+  const next = h("button", { type: "button", disabled: !page.next_cursor, "data-action": "next" }, "Next");
+  next.addEventListener("click", () => {
+    listingPaging.cursors.push(page.next_cursor);
+    act(next, async () => null);
+  });
+  show(
+    h("div", { class: "toolbar" }, h("h1", {}, title), h("span", { class: "spacer" }), refreshButton()),
+    extra ? extra(page) : null,
+    page.items.length
+      ? table(columns, page.items.map(row), { id: "listing" })
+      : h("p", { id: "listing-empty", class: "card" }, "Nothing on this page."),
+    h("div", { class: "toolbar" }, previous, h("span", { class: "muted" }, `page ${pageNumber}`), next),
+  );
+}
+
+function queueSchedulesPage(queue) {
+  const columns = [{ title: "schedule" }, { title: "name" }, { title: "every" }, { title: "state" },
+    { title: "created" }];
+  const row = (schedule) => h("tr", { "data-schedule": schedule.id },
+    h("td", { class: "mono" }, link(`#/schedules/${seg(schedule.id)}`, schedule.id)),
+    h("td", {}, schedule.name ?? ""),
+    h("td", {}, `${schedule.cron || schedule.rate}${schedule.timezone === "UTC" ? "" : ` (${schedule.timezone})`}`),
+    h("td", { "data-state": schedule.state }, schedule.state),
+    h("td", { class: "mono" }, when(schedule.created_at)));
+  return listingPage(`Schedules of ${queue}`, `schedules|${queue}`, "/schedules", { queue },
+    columns, row);
+}
+
+function queueDagsPage(queue) {
+  const columns = [{ title: "DAG" }, { title: "name" }, { title: "status" }, { title: "run at" },
+    { title: "queues" }, { title: "nodes" }];
+  const row = (dag) => h("tr", { "data-dag": dag.id },
+    h("td", { class: "mono" }, link(`#/dags/${seg(dag.id)}`, dag.id)),
+    h("td", {}, dag.name),
+    h("td", {}, badge(dag.status)),
+    h("td", { class: "mono" }, when(dag.run_at)),
+    h("td", {}, dag.queues.join(" ")),
+    h("td", {}, Object.entries(dag.counts).map(([status, n]) => `${n} ${status}`).join(", ")));
+  return listingPage(`DAGs of ${queue}`, `dags|${queue}`, "/dags", { queue }, columns, row);
+}
+
+function queueJobsPage(queue, status) {
+  const dead = status === "dead";
+  const columns = dead
+    ? [{ title: "job" }, { title: "dead at" }, { title: "attempt", num: true }, { title: "error type" }]
+    : [{ title: "job" }, { title: "run at" }, { title: "priority" }, { title: "attempts", num: true }];
+  const row = (job) => h("tr", { "data-job": job.id },
+    h("td", { class: "mono" }, link(`#/jobs/${seg(job.id)}`, job.id)),
+    h("td", { class: "mono" }, when(dead ? job.dead_at : job.run_at)),
+    h("td", { class: dead ? "num" : null }, (dead ? job.attempts : job.priority) ?? ""),
+    h("td", { class: dead ? null : "num" }, (dead ? job.error_type : job.attempts) ?? ""));
+  const picker = h("select", { id: "job-status", "aria-label": "status" },
+    STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)));
+  picker.addEventListener("change", () => {
+    location.hash = `#/queue-jobs/${seg(queue)}?status=${encodeURIComponent(picker.value)}`;
+  });
+  const windowNote = (page) => h("p", { class: "muted" }, picker, " ",
+    `${dead ? "died" : "due"} from ${when(page.window_from)} to ${when(page.window_to)}, `,
+    dead ? "from the dead-letter index." : "in due order. Each page reads every job due in the "
+      + "window, of any queue: a page may be short before the end.");
+  return listingPage(`${status} jobs of ${queue}`, `jobs|${queue}|${status}`,
+    `/queues/${seg(queue)}/jobs`, { status }, columns, row, windowNote);
+}
+
 // -- routing --------------------------------------------------------------------------------
 
 async function route() {
@@ -525,6 +611,9 @@ async function route() {
   if (page === "jobs" && id) return jobPage(id);
   if (page === "schedules" && id) return schedulePage(id, query.get("before"));
   if (page === "dags" && id) return dagPage(id);
+  if (page === "queue-schedules" && id) return queueSchedulesPage(id);
+  if (page === "queue-dags" && id) return queueDagsPage(id);
+  if (page === "queue-jobs" && id) return queueJobsPage(id, query.get("status") || "pending");
   return queuesPage();
 }
 
