@@ -64,7 +64,7 @@ from sundial.model.submission import MAX_HORIZON_S, parse_rfc3339
 from sundial.runs.leases import Lease
 from sundial.services.cursors import encode_cursor
 from sundial.wiring import Dependencies, configure
-from tests.conftest import START
+from tests.conftest import PAYLOAD_BUCKET, START
 from tests.support import (
     TABLE,
     FakeLambdaContext,
@@ -260,7 +260,10 @@ def api(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Depende
             "SUNDIAL_RETENTION_DAYS": "30",
             "SUNDIAL_SWEEPER_FUNCTION": "sundial-sweeper",
             "SUNDIAL_SHARDS_PER_SWEEPER": "4",
+            # As the stack configures every API function: payloads may be stored in S3.
+            "SUNDIAL_PAYLOAD_BUCKET": PAYLOAD_BUCKET,
         }
+        boto3.client("s3").create_bucket(Bucket=PAYLOAD_BUCKET)
         for name, value in environ.items():
             monkeypatch.setenv(name, value)
         yield configure(clock=clock, environ=dict(os.environ))

@@ -58,6 +58,8 @@ FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEP
 QUOTA_FUNCTIONS = {"submit", "dags", "schedules"}
 # The API functions read the queues' access lists (stacks/access.py).
 API_FUNCTIONS = {"submit", "jobs", "dags", "workers", "schedules", "queues"}
+# Those that store, read or presign payloads stored in S3 (stacks/payload_bucket.py).
+PAYLOAD_FUNCTIONS = {"submit", "jobs", "workers", "example_consumer"}
 SWEEPER_ONLY_ENVIRONMENT = {"SUNDIAL_DISPATCH"}
 QUEUE_NAMES = ["default", "demo", "email"]
 RETRY_KEYS = {"max_attempts", "initial_delay_seconds", "factor", "max_delay_seconds"}
@@ -115,6 +117,7 @@ def test_function_environment_names(synthesized: Synthesized, name: str) -> None
     expected = COMMON_ENVIRONMENT | only.get(name, set())
     expected |= {"SUNDIAL_QUOTAS"} if name in QUOTA_FUNCTIONS else set()
     expected |= {"SUNDIAL_ACCESS"} if name in API_FUNCTIONS else set()
+    expected |= {"SUNDIAL_PAYLOAD_BUCKET"} if name in PAYLOAD_FUNCTIONS else set()
     assert set(variables) == expected
     assert variables["POWERTOOLS_SERVICE_NAME"] == "sundial"
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Sundial"

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from stacks.settings import SettingsError, SundialSettings
+from sundial.quotas import MAX_STORED_PAYLOAD_BYTES
 from tests.infrastructure.synthesis import REPO_ROOT, cdk_json_context
 
 pytestmark = pytest.mark.infra
@@ -244,7 +245,7 @@ def test_queue_quotas_are_off_unless_declared_and_bounded_by_the_api() -> None:
                 {"max_submissions_per_second": "50"},
                 {"max_submissions_per_second": 1.5},
                 {"max_submissions_per_second": True},
-                {"max_payload_bytes": 65_537},  # over the API's own limit
+                {"max_payload_bytes": MAX_STORED_PAYLOAD_BYTES + 1},  # over the API's own limit
                 {"max_payload_bytes": 0},
             )
         ],

@@ -119,13 +119,15 @@ def _constrain_request_models(schemas: dict[str, Any], queues: Sequence[str]) ->
     for field in ("run_at", "delay_seconds"):
         submit["properties"][field] = _nullable_to_plain(submit["properties"][field])
     submit["oneOf"] = [{"required": ["run_at"]}, {"required": ["delay_seconds"]}]
-    # A change: at least one field, at most one of run_at or delay_seconds, and no null but
-    # the payload's (null is a payload).
+    # A change: at least one field, at most one of run_at or delay_seconds, no null but the
+    # payload's (null is a payload), and payload_storage only with a payload.
     change = schemas["ChangeJob"]
     for field in ("run_at", "delay_seconds", "priority", "max_attempts"):
         change["properties"][field] = _nullable_to_plain(change["properties"][field])
     change["not"] = {"required": ["run_at", "delay_seconds"]}
     change["minProperties"] = 1
+    # payload_storage says where a new payload goes: only with a payload.
+    change["dependentRequired"] = {"payload_storage": ["payload"]}
     # A DAG: at most one of them; node names are the only keys.
     dag = schemas["SubmitDag"]
     dag["not"] = {"required": ["run_at", "delay_seconds"]}
