@@ -3,6 +3,7 @@ request, so a long flush does not make its last messages late, and none is ever 
 
 from __future__ import annotations
 
+import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -171,14 +172,22 @@ def test_on_a_pool_the_requests_go_together_and_report_as_if_sent_in_turn(
     _failing_entries(sqs, {1: {"SenderFault": False, "Code": "InternalError"}})
     in_flight: list[int] = []
     most = [0]
-    gate = threading.Barrier(2, timeout=5)
+    arrivals = itertools.count()
+    lock = threading.Lock()
+    # Generous: a loaded machine may start the second thread late. Only the first two
+    # requests meet here (counting arrivals, not those in flight: a later request finding one
+    # of the first two still in flight once waited for a partner that never came).
+    gate = threading.Barrier(2, timeout=60)
 
     def overlap(**_: Any) -> None:
-        in_flight.append(1)
-        most[0] = max(most[0], len(in_flight))
-        if len(in_flight) <= 2:
+        with lock:
+            arrival = next(arrivals)
+            in_flight.append(1)
+            most[0] = max(most[0], len(in_flight))
+        if arrival < 2:
             gate.wait()  # the first two requests are in flight at the same time
-        in_flight.pop()
+        with lock:
+            in_flight.pop()
 
     sqs.meta.events.register("before-call.sqs.SendMessageBatch", overlap)
     jobs = _jobs(clock.now_ms(), 35)
