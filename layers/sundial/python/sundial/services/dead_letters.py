@@ -72,15 +72,18 @@ class DeadLetterService:
     ) -> tuple[list[DeadLetter], str | None]:
         self._known(queue)
         low, high = which.bounds()
+        # A cursor names the time window it was issued for: DynamoDB refuses a start key outside
+        # the query's range (a 500), so one from another window is the client's 400.
+        listing = f"dead@{low}..{high}"
         letters, after = self._letters.page(
             queue,
             from_sk=low,
             to_sk=high,
             error_type=which.error_type,
             limit=limit,
-            after_sk=decode_cursor(cursor, queue) if cursor else None,
+            after_sk=decode_cursor(cursor, queue, listing=listing) if cursor else None,
         )
-        return letters, encode_cursor(queue, after) if after else None
+        return letters, encode_cursor(queue, after, listing=listing) if after else None
 
     def replay(self, queue: str, which: DeadLetterFilter, *, limit: int) -> ReplayOutcome:
         self._known(queue)

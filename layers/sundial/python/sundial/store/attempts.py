@@ -18,6 +18,15 @@ from sundial.store.job_items import MARK_DEAD, JobItemStore, appended_error
 from sundial.store.table import Item, num_attr, str_attr
 
 
+def revision_condition(revision: int) -> str:
+    """The condition that a job item is still of `revision` (an item never changed has none)."""
+    return "revision = :revision" if revision else "attribute_not_exists(revision)"
+
+
+def revision_values(revision: int) -> Item:
+    return {":revision": num_attr(revision)} if revision else {}
+
+
 class AttemptStore(JobItemStore):
     """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
 
@@ -58,11 +67,9 @@ class AttemptStore(JobItemStore):
                 f"({condition} OR (attempts = :n AND #status = :running AND started_at = :seen))"
             )
             values[":seen"] = num_attr(taking_over_from_ms)
-        if revision:
-            condition += " AND revision = :revision"
-            values[":revision"] = num_attr(revision)
-        else:
-            condition += " AND attribute_not_exists(revision)"
+        # Both forms are parenthesised already (DynamoDB refuses redundant parentheses).
+        condition = f"{condition} AND {revision_condition(revision)}"
+        values |= revision_values(revision)
         return self._update_job(
             key,
             update="SET #status = :running, attempts = :n, started_at = :now",
@@ -130,12 +137,18 @@ class AttemptStore(JobItemStore):
         """A manual retry: dead, failed or cancelled -> pending (direct), with `extra_attempts`
         more attempts. The caller then sends the job and claims it, as the submit path does.
         A retry that died before its send left the job pending and direct; once older than
-        `stale_before_ms` it may be retried again."""
+        `stale_before_ms` it may be retried again.
+
+        The retry raises the job's `revision`, as a move does: every message sent before it (an
+        attempt still being redelivered on its way to the DLQ, a scheduled retry's message or
+        timer) is of an older revision, so the consumer's fence skips it and its dead letter
+        cannot end the retried attempt (mark_dead is bound to the revision)."""
         return self._update_job(
             key,
             update=(
                 "SET #status = :pending, direct = :true, max_attempts = attempts + :extra,"
-                " retried_at = :now REMOVE finished_at, next_attempt_at, expires_at,"
+                " retried_at = :now, revision = if_not_exists(revision, :zero) + :one"
+                " REMOVE finished_at, next_attempt_at, expires_at,"
                 " cancelled_at, claim_token, lease_until"
             ),
             condition=(
@@ -157,21 +170,35 @@ class AttemptStore(JobItemStore):
                 ":extra": num_attr(extra_attempts),
                 ":now": num_attr(now_ms),
                 ":stale": num_attr(stale_before_ms),
+                ":zero": num_attr(0),
+                ":one": num_attr(1),
             },
         )
 
     def mark_dead(
-        self, key: JobKey, *, attempt: int, error: AttemptError, now_ms: int, expires_at_s: int
+        self,
+        key: JobKey,
+        *,
+        attempt: int,
+        revision: int,
+        error: AttemptError,
+        now_ms: int,
+        expires_at_s: int,
     ) -> tuple[bool, Job | None]:
-        """`attempt` (waiting to start, or running) -> dead, with `error` added to the history:
-        for a message of that attempt that SQS redrove to the DLQ because its consumer kept
-        crashing before ending it. Bound to the attempt, as ending an attempt is: a letter read
-        after the job was retried (a later attempt waits or runs) or ended leaves it alone."""
+        """`attempt` of `revision` (waiting to start, or running) -> dead, with `error` added to
+        the history: for a message of that attempt that SQS redrove to the DLQ because its
+        consumer kept crashing before ending it. Bound to the attempt AND the revision the
+        letter carries, as running an attempt is: a letter read after the job was moved or
+        retried (a later revision or attempt waits or runs) or ended leaves it alone."""
         return self._update_job(
             key,
             update=MARK_DEAD,
-            condition=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            condition=(
+                f"({self._RUNNABLE} OR (attempts = :n AND #status = :running))"
+                f" AND {revision_condition(revision)}"
+            ),
             values={
+                **revision_values(revision),
                 **self._attempt_values(attempt),
                 ":dead": str_attr(Status.DEAD),
                 ":now": num_attr(now_ms),
