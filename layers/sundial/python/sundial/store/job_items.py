@@ -141,6 +141,7 @@ def move_to_map(move: Move) -> Item:
         "from": num_attr(move.from_run_at_ms),
         "to": num_attr(move.to_run_at_ms),
         "changed": {"L": [str_attr(name) for name in move.changed]},
+        **({"request": str_attr(move.request)} if move.request is not None else {}),
     }
 
 
@@ -150,6 +151,7 @@ def _move_from_map(value: Item) -> Move:
         from_run_at_ms=int(value["from"]["N"]),
         to_run_at_ms=int(value["to"]["N"]),
         changed=tuple(name["S"] for name in value["changed"]["L"]),
+        request=value["request"]["S"] if "request" in value else None,
     )
 
 
