@@ -230,7 +230,7 @@ def _follow_cross_field_rules(case: AnyCase) -> AnyCase:
         body["wait"] = 0
     elif "lease" in body:
         job_id = case.path_parameters["job_id"]
-        body["lease"] = Lease(job_id, QUEUES[0], 1, "receipt").token()
+        body["lease"] = Lease(job_id, QUEUES[0], 1, "receipt", "runner").token()
     return case
 
 

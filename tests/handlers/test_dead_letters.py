@@ -422,6 +422,27 @@ def test_a_stale_letter_of_a_cancelled_and_retried_job_leaves_the_retry_alone(
     assert deps.jobs.get(job_id).status is Status.SUCCEEDED
 
 
+def test_a_redriven_second_message_leaves_an_attempt_a_live_runner_holds(
+    deps: Dependencies, clock: ManualClock, harness: Harness
+) -> None:
+    # Given a job whose attempt a live runner holds for 15 minutes (as a Lambda with 15
+    # minutes left does), and a second message of that attempt that consumers keep turning
+    # away as busy until SQS redrives it
+    job_id = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=0, payload={})).job.id
+    job = deps.jobs.get(job_id)
+    held = harness.consumer.attempts.start(job, 1, lease_until_ms=clock.now_ms() + 900_000)
+    assert held is not None
+    url = deps.settings.queue_urls["default"]
+    _crash_on_every_delivery_but_the_last(url, clock)
+    _redrive(url, clock)
+    # When the indexer reads its letter
+    assert _drain_dead_letter_queue(deps) == 1
+    # Then the running attempt is left to its runner, which ends it
+    assert deps.jobs.get(job_id).status is Status.RUNNING
+    assert harness.consumer.attempts.succeed(deps.jobs.get(job_id), held, result="ok")
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
 def test_an_envelope_on_one_queues_dlq_naming_another_queues_job_leaves_that_job_alone(
     deps: Dependencies, clock: ManualClock, harness: Harness
 ) -> None:

@@ -23,7 +23,7 @@ from sundial.model.payloads import (
 )
 from sundial.model.submission import SubmitJob
 from sundial.runs.worker import fetch_payload
-from sundial.transport.envelope import Envelope, PayloadRefView
+from sundial.transport.envelope import Envelope, PayloadRefView, envelope_body
 from sundial.wiring import Dependencies, configure
 from sundial.worker import Worker
 from tests.conftest import PAYLOAD_BUCKET
@@ -86,6 +86,39 @@ def test_a_lease_carries_a_presigned_url_expiring_with_the_lease(deps: Dependenc
     assert url.scheme == "https" and url.path.endswith(job.payload_ref.key)  # type: ignore[union-attr]
     query = parse_qs(url.query)
     assert query["X-Amz-Expires"] == ["120"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+
+
+def test_a_lease_presigns_only_the_payload_its_job_references(deps: Dependencies) -> None:
+    # Given a default job whose payload is stored in S3, and an email job with an inline one
+    stored = deps.jobs.submit(
+        SubmitJob(
+            queue="default",
+            delay_seconds=600,
+            payload={"secret": 1},
+            payload_storage=PayloadStorage.S3,
+        )
+    ).job
+    assert stored.payload_ref is not None
+    mine = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, payload={"n": 1})).job
+    # And a message a worker of email put on its own queue: its job's envelope, naming the
+    # default job's object (found by a review: the lease presigned whatever key the message
+    # named, under any queue's prefix)
+    forged = json.loads(envelope_body(mine, attempt=1))
+    forged["payload_ref"] = stored.payload_ref.as_json()
+    sqs = boto3.client("sqs")
+    url = deps.settings.queue_urls["email"]
+    for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(forged))
+    # When it leases the message
+    event = http_api_event(
+        "POST", "/queues/email/lease", body=json.dumps({"wait": 0}), route="/queues/{queue}/lease"
+    )
+    [leased] = json.loads(workers_lambda.handler(event, FakeLambdaContext())["body"])["jobs"]
+    # Then no URL is presigned (its job references no stored payload), and the envelope
+    # carries the job's own reference, none
+    assert leased["job"]["id"] == mine.id
+    assert leased["payload_url"] is None and leased["job"].get("payload_ref") is None
 
 
 # -- a worker, with the payload bucket on a real HTTP endpoint (moto's server) ----------------

@@ -132,6 +132,15 @@ Other write sequences and what they interleave with:
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails
   (the function never runs); a take that came first makes the cancel a 409 (running).
+- THE ATTEMPT'S HOLDER (sundial.store.attempts). The take records one holder (a random token)
+  and until when it is provably alive (a Lambda's deadline, a worker's lease). Two deliveries
+  of one attempt (two messages, or one delivered again) race on the take: one sets the holder,
+  the other's condition fails (it is turned away as busy); a take-over needs the holder's
+  lease past by CLOCK_SKEW_MS, and only the holder ends or extends the attempt, so a holder
+  that lost its attempt (its lease ran out) writes nothing. A redrive's mark_dead is bound to
+  the same rule (a live holder's attempt is never killed by a second message's letter), and to
+  the letter's revision: a move or a retry by id raises the revision, so what was sent before
+  them is stale for the fence, the take and the redrive alike.
 
 MOVES (PATCH /jobs/{id}, POST /jobs/{id}/run-now; sundial.services.moves). A job waiting for its
 first attempt (pending, paused, or queued with attempts = 0) is changed by ONE TransactWriteItems
@@ -342,6 +351,13 @@ SWEEPER_TIMEOUT_MS = 60_000
 SUBMIT_IN_FLIGHT_MS = 30_000
 # The sweeper stops taking new jobs when less than this is left before its Lambda deadline.
 SWEEP_DEADLINE_MARGIN_MS = 5_000
+# How far two AWS machines' clocks may disagree (they keep NTP time to within milliseconds): an
+# attempt's holder lease (runner_until, set by the clock of the function that took it) must be
+# past by more than this before another delivery takes the attempt over (sundial.store.attempts).
+CLOCK_SKEW_MS = 5_000
+# The longest a Lambda function runs (its hard timeout): a consumer's lease on an attempt when
+# its deadline is unknown, and the lease of an attempt taken before holders were recorded.
+LEGACY_RUNNER_MS = 15 * 60 * 1000
 
 assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS

@@ -174,6 +174,10 @@ class Job(Keyed):
     revision: int = 0
     moves: list[Move] = field(default_factory=list)
     payload_ref: PayloadRef | None = None
+    # The holder of the running attempt (sundial.store.attempts): its delivery's token, and
+    # until when it is provably alive (its Lambda's deadline, or its worker's lease).
+    runner: str | None = None
+    runner_until_ms: int | None = None
 
     @property
     def envelope_id(self) -> str:

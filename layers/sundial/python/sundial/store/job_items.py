@@ -67,6 +67,7 @@ def job_to_item(job: Job) -> Item:
         ("schedule_id", job.schedule_id),
         ("result", job.result_json),
         ("correlation_id", job.correlation_id),
+        ("runner", job.runner),
     ):
         if text is not None:
             item[name] = str_attr(text)
@@ -75,6 +76,7 @@ def job_to_item(job: Job) -> Item:
         ("cancelled_at", job.cancelled_at_ms),
         ("lease_until", job.lease_until_ms),
         ("expires_at", job.expires_at_s),
+        ("runner_until", job.runner_until_ms),
     ):
         if value is not None:
             item[name] = num_attr(value)
@@ -310,6 +312,8 @@ def item_to_job(item: Item) -> Job:
         else None,
         revision=opt_int(item, "revision") or 0,
         moves=[_move_from_map(m["M"]) for m in item.get("moves", {}).get("L", [])],
+        runner=item["runner"]["S"] if "runner" in item else None,
+        runner_until_ms=opt_int(item, "runner_until"),
     )
 
 
