@@ -20,6 +20,7 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import secrets
@@ -36,7 +37,7 @@ from sundial.ids import JobKey
 from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
-from sundial.store.jobs import JobStore
+from sundial.store.jobs import JobStore, may_be_behind_a_sweep
 from sundial.store.payloads import PayloadStore
 from sundial.timing import CLOCK_SKEW_MS, LEGACY_RUNNER_MS
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
@@ -309,21 +310,40 @@ class Attempts:
         return outcome
 
     def schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
+        """Send attempt `attempt` for `at_ms`: with SQS DelaySeconds when that is within 15
+        minutes, else as a timer item the sweeps dispatch at its time. A timer's placement is
+        checked by the clock after its write, not before: a write slow enough for a sweep to
+        have passed its time since (botocore's retries under throttling) is followed by the
+        send here, so the retry is never stranded (a second message of it runs once: the
+        attempt's take)."""
         deps = self.deps
+        if at_ms - deps.clock.now_ms() > SQS_MAX_DELAY_S * 1000:
+            self._put_timer(job, attempt, at_ms)
+            if not may_be_behind_a_sweep(at_ms, written_by_ms=deps.clock.now_ms()):
+                return
+            logger.warning(
+                "a retry timer was written late: its retry is sent now too", extra={"id": job.id}
+            )
         now = deps.clock.now_ms()
-        if at_ms - now <= SQS_MAX_DELAY_S * 1000:
-            if deps.queues.send([Outgoing(job, attempt=attempt, due_ms=at_ms)], now_ms=now):
-                raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
-            return
-        # Beyond SQS's 15-minute delay: a timer item the sweeper dispatches at the time. It is
-        # written more than 15 minutes ahead, so no sweep can have passed it (see timing.py).
+        if deps.queues.send([Outgoing(job, attempt=attempt, due_ms=at_ms)], now_ms=now):
+            raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
+
+    def _put_timer(self, job: Job, attempt: int, at_ms: int) -> None:
+        """The timer item of attempt `attempt`: one PutItem (all a consumer's role may write
+        beyond its job). Its key is the same for the same attempt and time, so a repair of a
+        runner that died after scheduling (the fence, on the failed attempt's redelivery)
+        writes no second timer."""
+        deps = self.deps
         if job.payload_ref is not None and deps.payloads is not None:
             # The retry may be far out (a worker's retry_after, a long backoff): its stored
             # payload's lifecycle restarts first, as a move's does.
             deps.payloads.refresh(job.payload_ref)
+        seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
         timer = Job(
             key=JobKey(
-                shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))
+                shard=job.key.shard,
+                due_ms=at_ms,
+                ulid=str(ULID.from_bytes(at_ms.to_bytes(6, "big") + seed[:10])),
             ),
             queue=job.queue,
             payload_json=job.payload_json,
@@ -337,7 +357,7 @@ class Attempts:
             expires_at_s=self._expiry(at_ms),
             dag=job.dag,  # the retry's message carries the node's DAG context too
         )
-        deps.store.put_if_absent(timer)  # one PutItem: all a consumer's role may write
+        deps.store.put_if_absent(timer, now_ms=deps.clock.now_ms())
 
     def to_dead_letter_queue(self, job: Job, attempt: int) -> None:
         deps = self.deps

@@ -98,7 +98,8 @@ class DagService:
             self._listing.put(entry)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
-        self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
+        blocked = [node for node in nodes if node.status is Status.BLOCKED]
+        self._store.put_new(blocked, now_ms=self._clock.now_ms())
         roots = [node for node in nodes if node.status is not Status.BLOCKED]
         if self._jobs.dispatch_direct(self._jobs.write_new(roots, now)):
             raise Unavailable(f"DAG {key.dag_id}: a root could not be handed to SQS; retry")

@@ -203,7 +203,9 @@ class JobService:
                         job.direct = True
                         job.expires_at_s = job.due_ms // 1000 + self._retention_s
         held_ids = {job.id for held in waiting.values() for job in held if not job.direct}
-        self._store.put_new([job for job in jobs if job.id not in held_ids])
+        self._store.put_new(
+            [job for job in jobs if job.id not in held_ids], now_ms=self._clock.now_ms()
+        )
         return [job for job in jobs if job.direct]
 
     def check(self, request: SubmitJob, now: int, prefix: str) -> None:
@@ -301,7 +303,7 @@ class JobService:
             )
             job = self.new_job(request, now, key=key, payload_ref=ref)
             job.created_at_ms = earlier.created_at_ms
-            if not self._store.put_if_absent(job):
+            if not self._store.put_if_absent(job, now_ms=self._clock.now_ms()):
                 job = self._store.get(key)
                 if job is None:
                     raise Unavailable("job changed concurrently; retry")
