@@ -14,6 +14,7 @@ import pytest
 from pydantic import JsonValue
 
 from sundial.clock import ManualClock
+from sundial.ids import JobKey
 from sundial.model.job import Priority, Status
 from sundial.model.payloads import (
     MAX_STORED_PAYLOAD_BYTES,
@@ -61,11 +62,16 @@ def test_a_large_payload_is_accepted_and_get_returns_its_reference(deps: Depende
     assert status == 200
     compact = json.dumps(payload, separators=(",", ":")).encode()
     assert detail["payload"] is None
+    ulid = JobKey.from_job_id(job["id"]).ulid
+    expected = PayloadRef.of("default", ulid, compact.decode())
     assert detail["payload_ref"] == {
-        "key": PayloadRef.of("default", compact.decode()).key,
-        "sha256": PayloadRef.of("default", compact.decode()).sha256,
+        "key": expected.key,
+        "sha256": expected.sha256,
         "bytes": len(compact),
     }
+    # The object is the job's own (its key names the job), and the job is written: referenced
+    tags = boto3.client("s3").get_object_tagging(Bucket=PAYLOAD_BUCKET, Key=expected.key)
+    assert tags["TagSet"] == [{"Key": "sundial-payload", "Value": "referenced"}]
 
 
 def test_a_lease_carries_a_presigned_url_expiring_with_the_lease(deps: Dependencies) -> None:
@@ -185,7 +191,7 @@ def test_a_worker_refuses_an_altered_or_missing_payload(
 ) -> None:
     deps = configure(clock=clock, environ=environ)
     assert deps.payloads is not None
-    ref = deps.payloads.put("email", '{"v":1}')
+    ref = deps.payloads.put("email", "01KAM3AAAAAAAAAAAAAAAAAAAA", '{"v":1}')
     url = deps.payloads.presigned_get(ref, expires_s=60)
     assert fetch_payload(_envelope(ref), url).payload == {"v": 1}
     s3 = boto3.client("s3", endpoint_url=s3_server)

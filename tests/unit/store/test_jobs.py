@@ -118,8 +118,8 @@ def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Depe
     # (written a day before they came due: a due-soon pending job nobody sends is refused)
     day_before = NOW - 86_400_000
     jobs = [_job(due_ms=NOW + i * 1000, shard=5, created_at_ms=day_before) for i in range(30)]
-    jobs += [_job(shard=6)]
-    deps.store.put_new(jobs, now_ms=NOW)
+    jobs += [_job(shard=6, created_at_ms=day_before)]
+    deps.store.put_new(jobs, now_ms=day_before)
     found = list(
         deps.sweeps.query_due(
             5,
@@ -140,9 +140,9 @@ def test_cursor_only_moves_forward(deps: Dependencies) -> None:
 def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
     record = IdempotencyRecord(job_id="j1", fingerprint="f1", created_at_ms=NOW)
     other = IdempotencyRecord(job_id="j2", fingerprint="f2", created_at_ms=NOW + 5)
-    assert deps.idempotency.remember(queue="q", key="k", record=record, expires_at_s=1) is None
-    assert deps.idempotency.remember(queue="q", key="k", record=other, expires_at_s=1) == record
-    assert deps.idempotency.remember(queue="r", key="k", record=other, expires_at_s=1) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=record) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=other) == record
+    assert deps.idempotency.remember(queue="r", key="k", record=other) is None
 
 
 def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> None:

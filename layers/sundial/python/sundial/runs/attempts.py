@@ -334,10 +334,6 @@ class Attempts:
         runner that died after scheduling (the fence, on the failed attempt's redelivery)
         writes no second timer."""
         deps = self.deps
-        if job.payload_ref is not None and deps.payloads is not None:
-            # The retry may be far out (a worker's retry_after, a long backoff): its stored
-            # payload's lifecycle restarts first, as a move's does.
-            deps.payloads.refresh(job.payload_ref)
         seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
         timer = Job(
             key=JobKey(

@@ -94,7 +94,7 @@ class DagService:
         # The queues' index first (services module docstring: "The DAG listing"): a submit that
         # dies after it leaves an entry with no nodes, which a listing passes over.
         queues = {node.queue for node in nodes}
-        for entry in dag_entries(key, queues, created_at_ms=now, retention_s=self._retention_s):
+        for entry in dag_entries(key, queues, created_at_ms=now):
             self._listing.put(entry)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
@@ -231,8 +231,12 @@ class DagService:
         root due within the direct window becomes the resume's to send, unless its queue is
         paused."""
         near = node.status is Status.PENDING and node.due_ms <= now + DIRECT_WINDOW_MS
+        make_direct = near and node.queue not in paused
+        renewed = make_direct or node.status is Status.BLOCKED
         unheld, after = self._nodes.unhold_node(
-            node.key, make_direct=near and node.queue not in paused
+            node.key,
+            make_direct=make_direct,
+            expires_at_s=now // 1000 + self._retention_s if renewed else None,
         )
         return after if unheld else None
 

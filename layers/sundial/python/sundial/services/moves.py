@@ -83,9 +83,22 @@ class JobMover:
                 break
         else:
             raise Conflict("job changed while it was being moved, several times; retry")
+        self._swap_payloads(current, moved)
         if moved.direct and self._direct.send([moved], by="move"):
             raise Unavailable(f"job {moved.id} could not be handed to SQS; retry the change")
         return moved
+
+    def _swap_payloads(self, before: Job, after: Job) -> None:
+        """Once a move is written: a new stored payload is the job's (tagged referenced), and
+        the one it replaced is no job's (tagged unreferenced: the lifecycle removes it). Old
+        messages naming it are stale (the revision), so nothing reads it again. A crash before
+        leaves the history Lambda to tag the new one (its backstop) and the old one kept."""
+        if self._payloads is None or after.payload_ref == before.payload_ref:
+            return
+        if after.payload_ref is not None:
+            self._payloads.mark_referenced(after.payload_ref)
+        if before.payload_ref is not None:
+            self._payloads.mark_unreferenced(before.payload_ref)
 
     def _finish(self, job: Job, now: int) -> Job:
         """A repeat of the change that landed last: not made again, nor counted against
@@ -186,17 +199,18 @@ class JobMover:
             payload_json = change.payload_json
             if self._admission is not None:
                 self._admission.check_payload(field="", queue=job.queue, payload_json=payload_json)
-            # Stored before the move's transaction (as on submit: sundial.timing); the old
-            # payload's object stays until the lifecycle expires it.
+            # Stored before the move's transaction, tagged unreferenced (as on submit:
+            # sundial.timing); the tags change once the move is written (_swap_payloads).
             payload_ref = store_payload(
-                self._payloads, job.queue, payload_json, change.payload_storage, field="payload"
+                self._payloads,
+                job.queue,
+                job.key.ulid,
+                payload_json,
+                change.payload_storage,
+                field="payload",
             )
             if payload_ref is not None:
                 payload_json = "null"
-        elif payload_ref is not None and self._payloads is not None and due != job.due_ms:
-            # A later time keeps the stored payload: its object's lifecycle restarts, so it
-            # outlives the job's new time as it outlived the old one (sundial.timing).
-            self._payloads.refresh(payload_ref)
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED
