@@ -168,6 +168,11 @@ class Attempts:
             extra = {"id": job.id, "revision": revision, "job_revision": job.revision}
             logger.info("skipped: the job was changed after this message was sent", extra=extra)
             return False
+        if job.dag is not None and job.dag.held:
+            # Its DAG is paused (the pause may have come between the node's send and this
+            # delivery): it does not run; the DAG's resume sends it again.
+            logger.info("skipped: the job's DAG is paused", extra={"id": job.id})
+            return False
         return self._admit_attempt(job, attempt)
 
     def _admit_attempt(self, job: Job, attempt: int) -> bool:

@@ -39,6 +39,14 @@ class DeadLetterFilter:
         high = time_sk(self.until_ms) if self.until_ms is not None else "9"
         return low, high
 
+    @property
+    def listing(self) -> str:
+        """The name a page cursor of this window carries: a cursor names the time window it
+        was issued for (DynamoDB refuses a start key outside the query's range, a 500, so one
+        from another window is the client's 400)."""
+        low, high = self.bounds()
+        return f"dead@{low}..{high}"
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayOutcome:
@@ -72,9 +80,7 @@ class DeadLetterService:
     ) -> tuple[list[DeadLetter], str | None]:
         self._known(queue)
         low, high = which.bounds()
-        # A cursor names the time window it was issued for: DynamoDB refuses a start key outside
-        # the query's range (a 500), so one from another window is the client's 400.
-        listing = f"dead@{low}..{high}"
+        listing = which.listing
         letters, after = self._letters.page(
             queue,
             from_sk=low,

@@ -16,8 +16,8 @@ from sundial.errors import (
     SundialError,
     Unavailable,
 )
-from sundial.ids import JobKey
-from sundial.model.job import Job, Status
+from sundial.ids import DagKey, JobKey
+from sundial.model.job import FINISHED, Job, OnFailure, Status
 from sundial.model.payloads import PayloadRef, PayloadStorage
 from sundial.model.submission import MAX_HORIZON_S, SubmitJob
 from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
@@ -384,6 +384,7 @@ class JobService:
         if current is None:
             raise JobNotFound(job_id)
         key = current.key  # where it is now, if it was moved (a job in these states stays put)
+        self._check_parents_done(current)
         occurrence = current.schedule_id is not None
         unchained = occurrence and current.status is Status.CANCELLED and not current.chained
         if unchained and self._chain is not None:
@@ -412,6 +413,30 @@ class JobService:
         if self._store.claim(key, token=token, now_ms=now, lease_ms=0, chained=occurrence).won:
             job.status, job.queued_at_ms = Status.QUEUED, now
         return job
+
+    def _check_parents_done(self, node: Job) -> None:
+        """409 for a DAG node whose parents have not all finished as its DAG needs (succeeded;
+        or finished at all, under on_failure=continue): retried now, it would run before them.
+        A node cancelled while blocked, or by its DAG's cancel_descendants after a parent died,
+        is retried once its parents are (retry them first). Reads each parent (a few reads)."""
+        dag = node.dag
+        if dag is None or not dag.parents:
+            return
+        key = DagKey.from_dag_id(dag.dag_id)
+        done = FINISHED if dag.on_failure is OnFailure.CONTINUE else {Status.SUCCEEDED}
+        waiting = []
+        for name, index in dag.parents:
+            parent = self._store.get(key.node_key(index))
+            status = parent.status if parent is not None else "expired"
+            if status not in done:
+                waiting.append(f"'{name}' is {status}")
+        if waiting:
+            raise Conflict(
+                f"job is node '{dag.node}' of DAG {dag.dag_id} and would run before its parents: "
+                f"{', '.join(waiting)}; retry it once they have "
+                + ("finished" if dag.on_failure is OnFailure.CONTINUE else "succeeded"),
+                status=node.status,
+            )
 
     def pause(self, job_id: str) -> Job:
         """Hold a pending job in the table: it is not dispatched until resumed. One conditional

@@ -40,8 +40,9 @@ def revision_values(revision: int) -> Item:
 class AttemptStore(JobItemStore):
     """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
 
+    # A node of a paused DAG (`held`) is never taken: its DAG's resume sends it again.
     _RUNNABLE = (
-        "(attempts = :prev AND (#status IN (:queued, :failed)"
+        "(attempts = :prev AND attribute_not_exists(held) AND (#status IN (:queued, :failed)"
         " OR (#status = :pending AND direct = :true)))"
     )
 

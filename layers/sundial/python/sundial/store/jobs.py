@@ -255,17 +255,20 @@ class JobStore(JobItemStore):
         self, key: JobKey, *, now_ms: int, stale_before_ms: int
     ) -> tuple[bool, Job | None]:
         """Make a pending job this caller's to send (direct), so no sweeper claims it: for jobs
-        the cursor may have passed. A job another caller took and abandoned (marked before
-        `stale_before_ms`, never sent) may be taken again. Returns (taken, the job as written
-        or, if not taken, as it is: not pending, someone else holds it, or its DAG is paused;
-        None if there is no such job)."""
+        the cursor may have passed. A job another caller made direct and abandoned (every call
+        that did so, its submit, a resume or take, a retry, began before `stale_before_ms`, and
+        it is still unsent) may be taken again. Returns (taken, the job as written or, if not
+        taken, as it is: not pending, someone else holds it, or its DAG is paused; None if
+        there is no such job)."""
         return self._update_job(
             key,
             update="SET direct = :true, resumed_at = :now",
             # A root of a paused DAG (`held`) waits for the DAG's resume, whoever asks.
             condition=(
                 "#status = :pending AND attribute_not_exists(held)"
-                " AND (attribute_not_exists(direct) OR resumed_at < :stale)"
+                " AND (attribute_not_exists(direct) OR (created_at < :stale"
+                " AND (attribute_not_exists(resumed_at) OR resumed_at < :stale)"
+                " AND (attribute_not_exists(retried_at) OR retried_at < :stale)))"
             ),
             values={
                 ":pending": str_attr(Status.PENDING),
