@@ -3,13 +3,14 @@ or a worker's lease (issue 31; `--holders`). In a run with no fault injected, no
 make a job's attempt run twice (the duplicate oracle), whatever message asks for it.
 
 - **Long runs.** A run lasts a drawn time (half none, a fifth 30 to 100 s, the rest 150 to
-  400 s), spanning ticks: its function waits for the clock (Scheduler.wait_until), releasing
-  the scheduler, and its actor is carried into the next ticks' runs until the clock passed its
-  end. The Lambda consumers run with 15 minutes of remaining time (a run never outlives its
-  invocation: it is cut to end 5 s before the deadline) and their heartbeat off, so a run
-  longer than the queue's visibility timeout (120 s) sees its message delivered again while it
-  runs, to another invocation: `default` has a pool of three consumer slots, one invocation
-  each at a time (Actors.consumer_actors), taking one message per invocation.
+  400 s; a run begun in the drain, none, so the drain finishes), spanning ticks: its function
+  waits for the clock (Scheduler.wait_until), releasing the scheduler, and its actor is
+  carried into the next ticks' runs until the clock passed its end. The Lambda consumers run
+  with 15 minutes of remaining time (a run never outlives its invocation: it is cut to end
+  5 s before the deadline) and their heartbeat off, so a run longer than the queue's
+  visibility timeout (120 s) sees its message delivered again while it runs, to another
+  invocation: `default` has a pool of three consumer slots, one invocation each at a time
+  (Actors.consumer_actors), taking one message per invocation.
 - **Workers** (`worker-1`, `worker-2`: `email` is consumed through deps.leases instead of a
   Lambda), each of concurrency 1 (as sundial.runs.worker leases only for its free slots and
   heartbeats every job it holds): lease one job with wait 0 and a 60 s lease, run it (its
@@ -108,6 +109,8 @@ class Holders(Actors):
         return drawn
 
     def _drawn_duration_ms(self) -> int:
+        if self.draining:
+            return 0  # runs begun in the drain take no time: the drain is to finish the work
         roll = self.duration_rng.random()
         if roll < 0.5:
             return 0

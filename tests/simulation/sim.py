@@ -238,6 +238,7 @@ class World(Oracle):
     def drain(self) -> None:
         """No more faults; everything paused is resumed; time runs on until all is done."""
         self.faults_on = False
+        self.draining = True
         self.trace("drain")
         deps = self.observer
         self.clock.advance(seconds=31)  # past the in-flight window (SUBMIT_IN_FLIGHT)

@@ -106,6 +106,7 @@ class WorldBase:
         self.attempts = itertools.count(1)  # numbers each API request's correlation id
         self.update_numbers = itertools.count(1)  # each schedule update's payload is its own
         self.drain_until = 0  # when the drain's time began to run (set by the drain)
+        self.draining = False
 
     @property
     def job_ids(self) -> list[str]:
