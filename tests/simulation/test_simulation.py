@@ -22,7 +22,18 @@ JOBS = 40
         (3, True, "--dead-letters"),
         (4, False, "--dead-letters"),
         (5, False, None),
-        (42, False, "--long"),
+        (43, False, "--long"),
+        pytest.param(
+            42,
+            False,
+            "--long",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="finds a domain bug (reported to the lead; test_scenarios_retention.py "
+                "names it): a paused DAG's held node gets an expiry back when a parent is "
+                "counted, and TTL removes it under the pause",
+            ),
+        ),
         (11, True, "--move-limit"),
         (22, False, "--tenants"),
         (31, True, "--holders"),
