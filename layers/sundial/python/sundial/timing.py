@@ -41,10 +41,11 @@ below its shard's cursor unless the same operation owns sending it. Where it is 
 
 Other write sequences and what they interleave with:
 - Authorization (sundial.api.authorization) adds no write. A route addressed by id may read the
-  item first to learn its queue, then the route does what it always did. A job's, DAG node's or
-  schedule's queue is written once, when the item is created, and never changed, so whatever
-  runs between the read and the route's own conditional writes cannot make the check stale; a
-  403 is raised before the route runs, so it writes nothing.
+  item first to learn its queue, then the route does what it always did (a DAG node's cancel
+  also reads its DAG's nodes, for the queues its cascade may reach). A job's, DAG node's or
+  schedule's queue is written once, when the item is created, and never changed, nor is a DAG's
+  shape, so whatever runs between the read and the route's own conditional writes cannot make
+  the check stale; a 403 is raised before the route runs, so it writes nothing.
 - A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
   conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
   first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the `held` list, so it

@@ -66,6 +66,14 @@ def _job_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[s
     return job, [job.queue]
 
 
+def _cancelled_job_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
+    """A job's cancel reaches, for a DAG node whose DAG cancels descendants, every node
+    downstream of it, on whatever queue: the caller needs the permission on those queues too
+    (sundial.services.dag_progress, "Who may start a cascade")."""
+    job = deps.jobs.get(args["job_id"])
+    return job, [job.queue, *deps.dag_progress.cascade_queues(job)]
+
+
 def _dag_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
     dag = deps.dags.get(args["dag_id"])
     return dag, [node.queue for node in dag.nodes]
@@ -112,7 +120,8 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/jobs"): RouteRule(_SUBMIT, _body_queue),
     ("POST", "/jobs/batch"): RouteRule(_SUBMIT, _batch_queues),
     ("GET", "/jobs/{job_id}"): _job(_READ),
-    ("DELETE", "/jobs/{job_id}"): _job(_CONTROL),
+    # A DAG node's cancel may cascade to its descendants: control on their queues too.
+    ("DELETE", "/jobs/{job_id}"): RouteRule(_CONTROL, item=_cancelled_job_item),
     ("POST", "/jobs/{job_id}/retry"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/pause"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/resume"): _job(_CONTROL),
