@@ -11,11 +11,20 @@ from typing import Any
 import boto3
 import pytest
 
+import sundial.services.schedules as schedule_service
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.dispatch.sweeper import Sweeper
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound
 from sundial.model.job import Priority, Status
-from sundial.model.schedule import CreateSchedule, Misfire, RunOutcome, Schedule, ScheduleState
+from sundial.model.schedule import (
+    CreateSchedule,
+    Misfire,
+    RunOutcome,
+    Schedule,
+    ScheduleState,
+    legacy_schedule_id,
+    schedule_id_for,
+)
 from sundial.model.submission import parse_rfc3339
 from sundial.services.chain import OccurrenceChain
 from sundial.store.jobs import JobStore
@@ -551,6 +560,40 @@ def test_idempotent_create(deps: Dependencies) -> None:
     assert again.schedule.id == first.schedule.id
     with pytest.raises(Conflict):
         deps.schedules.create(CreateSchedule.model_validate({**body, "rate": "2 hours"}))
+
+
+def test_an_idempotency_key_is_per_queue(deps: Dependencies) -> None:
+    # Given a schedule on `default` with the key "nightly"
+    body = {"rate": "1 hour", "idempotency_key": "nightly"}
+    theirs = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "default"}))
+    # When `email` uses the same key, with other settings (its queue, for one)
+    ours = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "email"}))
+    # Then that is another schedule, not a conflict; the id is derived from queue and key
+    assert ours.created and ours.schedule.id != theirs.schedule.id
+    assert ours.schedule.id == schedule_id_for("email", "nightly")
+    assert theirs.schedule.id == schedule_id_for("default", "nightly")
+
+
+def test_a_schedule_created_before_keys_were_per_queue_keeps_its_id_and_its_key(
+    deps: Dependencies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule on `default` created when its id was derived from its key alone
+    body = {"queue": "default", "rate": "1 hour", "idempotency_key": "nightly"}
+    with monkeypatch.context() as patch:
+        patch.setattr(schedule_service, "schedule_id_for", lambda _, key: legacy_schedule_id(key))
+        old = deps.schedules.create(CreateSchedule.model_validate(body)).schedule
+    assert old.id == legacy_schedule_id("nightly") != schedule_id_for("default", "nightly")
+    # Then its id still addresses it
+    assert deps.schedules.get(old.id).schedule.queue == "default"
+    # And a repeat create on its queue finds it (no second schedule), a changed one conflicts
+    again = deps.schedules.create(CreateSchedule.model_validate(body))
+    assert (again.created, again.schedule.id) == (False, old.id)
+    with pytest.raises(Conflict):
+        deps.schedules.create(CreateSchedule.model_validate({**body, "rate": "2 hours"}))
+    # And another queue's create with that key makes its own schedule, as if there were none
+    other = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "email"}))
+    assert other.created and other.schedule.id == schedule_id_for("email", "nightly")
+    assert deps.schedules.get(old.id).schedule.state is ScheduleState.ACTIVE
 
 
 def test_write_units_per_occurrence(deps: Dependencies, clock: ManualClock) -> None:

@@ -39,7 +39,11 @@ ScheduleId = Annotated[
 ]
 
 schedules_router = Router()  # type: ignore[no-untyped-call]
-_UNKNOWN = _documented(ErrorBody, "Unknown schedule")
+_UNKNOWN = _documented(
+    ErrorBody,
+    "Unknown schedule; also the answer, word for word, to a caller with no permission at all "
+    "on the schedule's queue (a schedule's id can be derived from its queue and key)",
+)
 
 
 def _time(ms: int | None) -> str | None:
@@ -191,7 +195,7 @@ def _json(status: int, model: BaseModel) -> Response[str]:
         201: _documented(ScheduleDetail, "Created"),
         200: _documented(ScheduleDetail, "The earlier schedule with this idempotency_key"),
         400: _INVALID,
-        409: _documented(ErrorBody, "idempotency_key reused for another schedule"),
+        409: _documented(ErrorBody, "idempotency_key reused on this queue for another schedule"),
         413: _documented(
             ErrorBody,
             "The payload is over its queue's max_payload_bytes: names the queue, the size and "

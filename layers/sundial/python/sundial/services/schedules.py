@@ -43,6 +43,7 @@ from sundial.model.schedule import (
     ScheduleState,
     UpdateSchedule,
     check_schedule_id,
+    legacy_schedule_id,
     schedule_id_for,
 )
 from sundial.retry import DEFAULT_MAX_ATTEMPTS
@@ -148,9 +149,9 @@ class ScheduleService:
             self._admission.check_payload(
                 field="", queue=request.queue, payload_json=request.payload_json
             )
-        schedule_id = schedule_id_for(request.idempotency_key)
+        schedule_id = schedule_id_for(request.queue, request.idempotency_key)
         if request.idempotency_key is not None:
-            earlier = self._schedules.get(schedule_id)
+            earlier = self._earlier(schedule_id, request)
             if earlier is not None:
                 return self._repeat(earlier, request, now)
         schedule = Schedule(
@@ -196,6 +197,18 @@ class ScheduleService:
                     f"schedule {schedule.id}: its occurrence could not be sent; retry"
                 )
         return CreatedSchedule(schedule, created=True)
+
+    def _earlier(self, schedule_id: str, request: CreateSchedule) -> Schedule | None:
+        """The schedule this queue created with the request's key, if any: at the id derived
+        from (queue, key), or, made before keys were per queue, at the key's legacy id (one
+        more read for a key not seen before). A legacy schedule of another queue is not this
+        queue's: the create goes on as if there were none, so nothing tells its caller that
+        another queue used the key."""
+        assert request.idempotency_key is not None
+        earlier = self._schedules.get(schedule_id)
+        if earlier is None:
+            earlier = self._schedules.get(legacy_schedule_id(request.idempotency_key))
+        return earlier if earlier is not None and earlier.queue == request.queue else None
 
     def _repeat(self, earlier: Schedule, request: CreateSchedule, now: int) -> CreatedSchedule:
         if earlier.fingerprint != request.fingerprint():
