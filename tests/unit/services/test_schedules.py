@@ -26,7 +26,7 @@ from sundial.model.schedule import (
     schedule_id_for,
 )
 from sundial.model.submission import parse_rfc3339
-from sundial.services.chain import OccurrenceChain
+from sundial.services.chain import OccurrenceChain, occurrences_at_once
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
@@ -560,6 +560,39 @@ def test_idempotent_create(deps: Dependencies) -> None:
     assert again.schedule.id == first.schedule.id
     with pytest.raises(Conflict):
         deps.schedules.create(CreateSchedule.model_validate({**body, "rate": "2 hours"}))
+
+
+def _template(now: int, **fields: Any) -> Schedule:
+    return Schedule(
+        id="01KAGQ0000000000000000TEST",
+        queue="email",
+        payload_json="null",
+        priority=Priority.NORMAL,
+        timezone="UTC",
+        misfire=Misfire.FIRE_ONCE,
+        shard=0,
+        created_at_ms=now,
+        anchor_ms=now,
+        first_at_ms=now,
+        **fields,
+    )
+
+
+def test_a_call_starting_a_chain_writes_the_occurrences_of_15_minutes_and_the_next() -> None:
+    now = parse_rfc3339("2026-11-21T12:00:00Z")
+    minute = 60_000
+    every_10_s = _template(now, rate="10 seconds")
+    # A create now: 91 occurrences sent (now, +10 s, ..., +900 s) and the next written
+    assert occurrences_at_once(every_10_s, now, now_ms=now) == 92
+    # One starting 15 minutes or more ahead: just that one, for the sweepers
+    assert occurrences_at_once(every_10_s, now + 20 * minute, now_ms=now) == 1
+    # An every-minute cron: 12:00 to 12:15 sent, 12:16 written
+    assert occurrences_at_once(_template(now, cron="* * * * *"), now, now_ms=now) == 17
+    # A head missed by two hours (a resume): it, then the chain from now on, as decided then
+    assert occurrences_at_once(every_10_s, now - 120 * minute, now_ms=now) == 1 + 91
+    # One ending within the window: only its occurrences
+    ending = _template(now, rate="10 seconds", end_at_ms=now + 25_000)
+    assert occurrences_at_once(ending, now, now_ms=now) == 3
 
 
 def test_an_idempotency_key_is_per_queue(deps: Dependencies) -> None:

@@ -129,6 +129,26 @@ Other write sequences and what they interleave with:
   window are serialised on the counter item by DynamoDB: one is counted, the other refused
   whole, never both over the limit. The window comes from the clock (now // 1 s) and only ever
   selects an item: a window a clock step skipped is simply never counted in.
+  The other calls that make jobs appear on a queue count the same way, each before its first
+  write (issue 25, item 8; what each counts: services.admission): a schedule's create (before
+  its create transaction), update (before the first round's transaction; a round lost to a race
+  reads again and is not counted again) and resume (from a read of its paused occurrences
+  before the write that marks it resuming; its work reads them again after that write, so a
+  sweep parking the head in between is sent all the same, and counted the same); a move and a
+  run-now (after the job is read and found movable, before its payload's S3 put and its
+  transaction); a retry by id (before its chain step and requeue; a job found in a state that
+  cannot be retried is a 409, uncounted) and so each job of a dead-letter replay (the replay
+  stops at a refusal: the letters after it are kept, untouched). A refusal writes nothing, and a
+  crash after a count only uses quota, as for submit: the client's repeat is counted again
+  unless it finds the first call's work done (a schedule's repeat create, or an update that
+  changes nothing, counts nothing). More jobs at once than a second admits (a schedule's
+  occurrences within the direct window) are counted over the following seconds: one consistent
+  Query of the lane's windows from now on, then ONE TransactWriteItems adding to each, each
+  conditional on its room as for a single window. A take or another spread landing on one of
+  those windows between the read and the transaction makes a condition fail (or the
+  transaction conflict): nothing is written and the call is a 429; so no window ever passes its
+  limit and a spread is all or nothing. Only a spread writes a window ahead of the clock, and
+  at most MAX_SPREAD_S ahead, so the read covers every window that can hold a count.
 - The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails
