@@ -23,6 +23,7 @@ from sundial.client.cli import (
     parse_duration,
 )
 from sundial.client.transport import ApiRequest, ApiResponse
+from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.wiring import Dependencies
 from tests.inprocess_api import FailingFirst, InProcessApi, kill_through_a_worker
@@ -391,3 +392,28 @@ def test_nested_json_is_one_line_in_a_table_and_whole_below_it(api: InProcessApi
     _, out, _ = sundial(api, "jobs", "get", json.loads(out)["id"])
     [row] = [line for line in out.splitlines() if line.startswith("│ payload ")]
     assert row.split("│")[2].strip() == '{"n": 1}' and "\npayload:\n" not in out
+
+
+def test_schedule_runs_tell_past_from_upcoming(
+    api: InProcessApi, deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a schedule every minute, three minutes old, whose next 15 minutes were sent ahead
+    schedule = SundialClient(transport=api).create_schedule("email", rate="1 minute")
+    clock.advance(seconds=180)
+    deps.sweeper.sweep(list(range(8)))
+
+    def rows(*options: str) -> list[list[str]]:
+        code, out, _ = sundial(api, "schedules", "runs", schedule.id, "--limit", "100", *options)
+        assert code == EXIT_OK
+        cells = [line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│")]
+        return [[cell.strip() for cell in row] for row in cells]
+
+    # Then each run says whether its time has come
+    everything = rows()
+    past = [row for row in everything if row[1] == "past"]
+    assert [row[0] for row in past] == [f"2026-11-21T12:0{m}:00.000Z" for m in (3, 2, 1, 0)]
+    assert all(row[0] > "2026-11-21T12:03:00.000Z" for row in everything if row[1] == "upcoming")
+    # And --when lists either alone
+    assert rows("--when", "past") == past
+    upcoming = rows("--when", "upcoming")
+    assert len(upcoming) == len(everything) - 4 and {row[1] for row in upcoming} == {"upcoming"}

@@ -246,6 +246,8 @@ def test_a_queues_schedules_dags_and_jobs_by_status_are_listed_and_linked(
     # Then both are listed, oldest first, each linking to its schedule's page
     expect(rows).to_have_count(2)
     expect(rows.first).to_contain_text("first")
+    expect(rows.first.locator("[data-state]")).to_have_text("active")
+    assert_reads_well(page)
     rows.first.get_by_role("link").click()
     expect(page.locator("#schedule-state")).to_have_text("active")
     assert page.url.endswith(f"#/schedules/{schedules[0].id}")
