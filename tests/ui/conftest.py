@@ -6,7 +6,7 @@ click goes page → UI server → handler → moto, and each test asserts the AP
 
 `make test` installs chromium with apt where it can (root or passwordless sudo); these tests
 skip, saying so, only when no Chromium can be found. SUNDIAL_CHROMIUM names another binary.
-SUNDIAL_UI_SCREENSHOTS=DIR writes the README's screenshots there (`make ui-screenshots`).
+SUNDIAL_UI_SCREENSHOTS=DIR writes the screenshots of docs/client.md there (`make ui-screenshots`).
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
     description="Every schedule of the queue not deleted, oldest first, one page at a time. "
     "Each page costs one query of the queue's schedule index and one batch read of the "
     "schedules listed. Schedules created before the index existed appear once the "
-    "deployment's backfill has run (README, Upgrading).",
+    "deployment's backfill has run (docs/deploy.md, Upgrading).",
     tags=["schedules"],
     responses={
         200: _documented(SchedulePage, "A page"),

@@ -779,7 +779,7 @@ def _is_transient(error: SundialError, repeat: Repeat) -> bool:
     if isinstance(error, ServerError):
         return True
     # The API's own wording for "the same request is still in flight": repeat it, as the
-    # README's guarantees ask of clients.
+    # guarantees ask of clients (docs/guarantees.md).
     return isinstance(error, Conflict) and error.message.endswith("retry shortly")
 
 
