@@ -33,7 +33,10 @@ UNKNOWN_JOB = JobKey(shard=2, due_ms=1_800_000_000_000, ulid="01KAKZ9Q2X8Q9JZ8W7
 
 
 @pytest.fixture
-def api(deps: Dependencies) -> InProcessApi:
+def api(deps: Dependencies, monkeypatch: pytest.MonkeyPatch) -> InProcessApi:
+    # A wide terminal whatever runs the tests ($COLUMNS sets the tables' width); a test of a
+    # narrow one sets its own
+    monkeypatch.setenv("COLUMNS", "200")
     return InProcessApi()
 
 

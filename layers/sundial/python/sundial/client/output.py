@@ -25,6 +25,8 @@ from sundial.client.models import ApiModel, format_rfc3339
 ID_LENGTH = 36  # a job id; schedule and DAG ids are shorter
 # Columns whose cells are ids: never wrapped nor cut.
 ID_COLUMNS = frozenset({"id", "job id", "job"})
+# Columns whose cells are times: cut only once every other column has given way.
+TIME_COLUMNS = frozenset({"dead at", "run at", "scheduled for", "created", "at"})
 SHORT_JSON = 48  # nested JSON this long or shorter is shown as it is, in one line
 WIDTH_WHEN_NOT_A_TERMINAL = 160
 # Each column takes its padding (one space either side) and a border: n columns, 3n + 1.
@@ -55,14 +57,20 @@ class Column:
     # An id column keeps its whole width; a wrapping one folds long text over lines (a
     # detail view's values); any other is cut with … to fit.
     is_id: bool = False
+    is_time: bool = False
     wraps: bool = False
     floor: int = 3  # the narrowest it becomes (an id column: never narrower than its text)
+
+    @classmethod
+    def named(cls, title: str) -> Column:
+        return cls(title, is_id=title in ID_COLUMNS, is_time=title in TIME_COLUMNS)
 
 
 def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
     """Each column's width for a table `width` characters wide: as wide as its text when it
-    all fits; otherwise the widest column that may shrink gives way first, down to its floor.
-    Id columns never shrink (the table is then wider than `width` if it must be)."""
+    all fits; otherwise the widest column that may shrink gives way first, down to its floor:
+    other columns before time columns. Id columns never shrink (the table is then wider than
+    `width` if it must be)."""
     natural = [
         max(len(c.title), *(len(r[i]) for r in rows)) if rows else len(c.title)
         for i, c in enumerate(columns)
@@ -70,12 +78,15 @@ def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: 
     widths = list(natural)
     available = width - _BORDER_PER_COLUMN * len(columns) - 1
     floors = [n if c.is_id else min(n, c.floor) for c, n in zip(columns, natural, strict=True)]
-    while sum(widths) > available:
-        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
-        if not shrinkable:
-            break
-        widest = max(shrinkable, key=lambda i: widths[i])
-        widths[widest] -= 1
+    for times in (False, True):
+        while sum(widths) > available:
+            shrinkable = [
+                i for i, c in enumerate(columns) if c.is_time == times and widths[i] > floors[i]
+            ]
+            if not shrinkable:
+                break
+            widest = max(shrinkable, key=lambda i: widths[i])
+            widths[widest] -= 1
     return widths
 
 
@@ -139,7 +150,7 @@ class Output:
         columns: Sequence[str] | Sequence[Column],
         rows: Sequence[Sequence[str]],
     ) -> None:
-        layout = [c if isinstance(c, Column) else Column(c, is_id=c in ID_COLUMNS) for c in columns]
+        layout = [c if isinstance(c, Column) else Column.named(c) for c in columns]
         rows = [[cell.replace("\n", " ") for cell in row] for row in rows]
         widths = fit_widths(layout, rows, self.width)
         try:
