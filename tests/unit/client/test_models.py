@@ -100,3 +100,27 @@ def test_the_client_writes_a_time_as_the_api_does(epoch_ms: int) -> None:
         }
     )
     assert job.model_dump(mode="json")["run_at"] == to_rfc3339(epoch_ms)
+
+
+def test_an_answer_and_each_of_its_parts_give_back_the_apis_json() -> None:
+    queue = {
+        "queue": "email",
+        "paused": False,
+        "paused_at": None,
+        "catching_up": False,
+        "messages": {"visible": 3, "in_flight": 0, "delayed": 1},
+        "dead_letters": 0,
+        "dead_letters_capped": False,
+        "dead_letter_queue_messages": None,
+        "added_in_a_later_version": "é",
+    }
+    body = json.dumps({"queues": [queue]}, indent=2, ensure_ascii=False).encode()
+    answer = models.from_api(models.QueueList, body)
+    # The whole answer: its body as it came; a part: its JSON, unknown fields kept
+    assert answer.api_json() == body.decode()
+    [item] = answer.queues
+    assert json.loads(item.api_json()) == queue
+    assert item.messages.api_json() == '{"visible":3,"in_flight":0,"delayed":1}'
+    # A model the client built itself gives its own JSON
+    built = models.PurgeResult(purged=2, more=False)
+    assert built.api_json() == '{"purged":2,"more":false}'

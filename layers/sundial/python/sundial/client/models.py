@@ -49,50 +49,61 @@ Timestamp = Annotated[
 
 class ApiModel(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
-    # The JSON the API answered with: the whole body's text, or this item's part of it.
-    _api_text: str | None = PrivateAttr(default=None)
-    _api_value: Any = PrivateAttr(default=None)
+    # The answer this came in, as the API sent it: the body of a whole answer; for a part of
+    # one (a page's item, a DAG's node), the whole answer and where in it this part is.
+    _api_body: bytes | None = PrivateAttr(default=None)
+    _api_parsed: Any = PrivateAttr(default=None)
+    _api_root: ApiModel | None = PrivateAttr(default=None)
+    _api_path: tuple[str | int, ...] = PrivateAttr(default=())
 
     def api_json(self) -> str:
         """This answer's JSON exactly as the API sent it (`sundial ... --json` prints it):
         the body's text for a whole answer; for an item of one (a page's item, a DAG's node)
-        its part of the body, in compact JSON; the model's own JSON for one the client built."""
-        if self._api_text is not None:
-            return self._api_text
-        if self._api_value is not None:
-            return json.dumps(self._api_value, separators=(",", ":"), ensure_ascii=False)
-        return self.model_dump_json()
+        its part of the body, in compact JSON; the model's own JSON for one the client built.
+        The body is parsed as JSON only when a part is asked for (a lease's 5 MiB payloads
+        are not parsed twice for nothing)."""
+        if self._api_body is not None:
+            return self._api_body.decode()
+        root = self._api_root
+        if root is None or root._api_body is None:
+            return self.model_dump_json()
+        if root._api_parsed is None:
+            root._api_parsed = json.loads(root._api_body)
+        value = root._api_parsed
+        try:
+            for step in self._api_path:
+                value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return self.model_dump_json()
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 Model = TypeVar("Model", bound=BaseModel)
 
 
 def from_api(model: type[Model], body: bytes) -> Model:
-    """The answer `body` as `model`, each ApiModel in it keeping its JSON (api_json)."""
+    """The answer `body` as `model`; it and each ApiModel in it can give back its JSON as the
+    API sent it (api_json)."""
     parsed = model.model_validate_json(body)
     if isinstance(parsed, ApiModel):
-        parsed._api_text = body.decode()
-        _keep_json(parsed, json.loads(body))
+        parsed._api_body = body
+        _link_parts(parsed, parsed, ())
     return parsed
 
 
-def _keep_json(model: ApiModel, value: Any) -> None:
-    if model._api_text is None:
-        model._api_value = value
-    if not isinstance(value, dict):
-        return
+def _link_parts(model: ApiModel, root: ApiModel, path: tuple[str | int, ...]) -> None:
+    """Each ApiModel inside `model` learns where in `root`'s answer it is."""
     for name in type(model).model_fields:
-        child, raw = getattr(model, name), value.get(name)
-        if isinstance(child, ApiModel):
-            _keep_json(child, raw)
-        elif isinstance(child, list) and isinstance(raw, list):
-            for item, part in zip(child, raw, strict=False):
-                if isinstance(item, ApiModel):
-                    _keep_json(item, part)
-        elif isinstance(child, dict) and isinstance(raw, dict):
-            for key, item in child.items():
-                if isinstance(item, ApiModel):
-                    _keep_json(item, raw.get(key))
+        child = getattr(model, name)
+        parts: list[tuple[tuple[str | int, ...], Any]] = [((name,), child)]
+        if isinstance(child, list):
+            parts = [((name, i), item) for i, item in enumerate(child)]
+        elif isinstance(child, dict):
+            parts = [((name, key), item) for key, item in child.items()]
+        for steps, part in parts:
+            if isinstance(part, ApiModel):
+                part._api_root, part._api_path = root, path + steps
+                _link_parts(part, root, path + steps)
 
 
 class JobSummary(ApiModel):
