@@ -444,68 +444,55 @@ def test_a_get_by_a_caller_allowed_on_some_queues_reads_its_item_once(
         assert reads[kind] == platform_reads >= 1, kind
 
 
+def _chain_dag(*queues: str) -> dict[str, Any]:
+    """A DAG a -> b -> c whose nodes are on these queues (on_failure=cancel_descendants: a
+    node's cancel cancels everything below it)."""
+    names = ["a", "b", "c"]
+    nodes = {
+        name: {"queue": queue, **({"depends_on": [names[i - 1]]} if i else {})}
+        for i, (name, queue) in enumerate(zip(names, queues, strict=True))
+    }
+    return _created("/dags", {"name": "chain", "nodes": nodes, "delay_seconds": 1200})
+
+
+def _cancel_node(dag: dict[str, Any], node: str, caller: str = PLATFORM) -> tuple[int, Any]:
+    job_id = dag["nodes"][node]["id"]
+    return call_api(jobs_lambda, "DELETE", f"/jobs/{job_id}", route="/jobs/{job_id}", caller=caller)
+
+
+def _node_statuses(dag: dict[str, Any]) -> dict[str, str]:
+    status, now = call_api(dags_lambda, "GET", f"/dags/{dag['id']}", route="/dags/{dag_id}")
+    assert status == 200, now
+    return {name: node["status"] for name, node in now["nodes"].items()}
+
+
 def test_cancelling_a_dag_node_does_not_cascade_into_a_queue_the_caller_may_not_control(
     access: None,
 ) -> None:
     # Given a DAG whose root is on `email` and whose descendants are on `email` and `default`
-    # (on_failure=cancel_descendants: cancelling the root cancels everything below it)
-    nodes = {
-        "a": {"queue": "email"},
-        "b": {"queue": "email", "depends_on": ["a"]},
-        "c": {"queue": "default", "depends_on": ["b"]},
-    }
-    dag = _created("/dags", {"name": "mixed", "nodes": nodes, "delay_seconds": 1200})
-    root = dag["nodes"]["a"]["id"]
+    dag = _chain_dag("email", "email", "default")
     before = _state()
     # When email's operator (control on `email` only) cancels the root by id
-    status, error = call_api(
-        jobs_lambda,
-        "DELETE",
-        f"/jobs/{root}",
-        route="/jobs/{job_id}",
-        caller=role("email-operator"),
-    )
+    status, error = _cancel_node(dag, "a", caller=role("email-operator"))
     # Then it is refused, naming the queue its cancel would reach, and nothing changed
     assert status == 403, error
     assert "'control' on queue 'default'" in error["message"]
     assert _state() == before
     # And a caller with control on both queues cancels the root and its descendants
-    status, _ = call_api(jobs_lambda, "DELETE", f"/jobs/{root}", route="/jobs/{job_id}")
-    assert status == 200
-    status, after = call_api(dags_lambda, "GET", f"/dags/{dag['id']}", route="/dags/{dag_id}")
-    assert {name: node["status"] for name, node in after["nodes"].items()} == {
-        "a": "cancelled",
-        "b": "cancelled",
-        "c": "cancelled",
-    }
+    assert _cancel_node(dag, "a")[0] == 200
+    assert _node_statuses(dag) == {"a": "cancelled", "b": "cancelled", "c": "cancelled"}
 
 
 def test_cancelling_a_dag_node_that_cascades_only_into_its_own_queues_is_allowed(
     access: None,
 ) -> None:
-    # Given a DAG on `email` then `default`, whose `email` leaf has no descendants
-    nodes = {
-        "a": {"queue": "default"},
-        "b": {"queue": "email", "depends_on": ["a"]},
-        "c": {"queue": "email", "depends_on": ["b"]},
-    }
-    dag = _created("/dags", {"name": "mixed", "nodes": nodes, "delay_seconds": 1200})
-    # When email's operator cancels `b`, whose only descendant `c` is on `email` too
-    status, body = call_api(
-        jobs_lambda,
-        "DELETE",
-        f"/jobs/{dag['nodes']['b']['id']}",
-        route="/jobs/{job_id}",
-        caller=role("email-operator"),
-    )
+    # Given a DAG on `default` then `email`, whose `email` node `b` has only `c` below it
+    dag = _chain_dag("default", "email", "email")
+    # When email's operator cancels `b`
+    status, body = _cancel_node(dag, "b", caller=role("email-operator"))
     # Then it is cancelled, with `c`; the root on `default` is untouched
     assert status == 200, body
-    _, after = call_api(dags_lambda, "GET", f"/dags/{dag['id']}", route="/dags/{dag_id}")
-    assert {name: node["status"] for name, node in after["nodes"].items()} == {
-        "a": "pending",
-        "b": "cancelled",
-        "c": "cancelled",
-    }
+    assert _node_statuses(dag) == {"a": "pending", "b": "cancelled", "c": "cancelled"}
 
 
 def _schedule_call(
