@@ -420,8 +420,26 @@ def test_a_quiet_day_is_a_success_and_the_report_still_renders(daily: Daily) -> 
     # And the human report renders its 14 days, the quiet ones included
     assert run.report.dates == [iso(day) for day in range(-7, 7)]
     page = (daily.reports / "human" / "latest" / "index.html").read_text()
-    assert f"Period: {iso(-7)} to {iso(6)} (UTC), 14 day(s)" in page
+    assert f"Period: {iso(-7)} to {iso(6)} (UTC), 14 day(s), 4 of them with job history" in page
     assert f"<td>{iso(0)}</td>" in page
+
+
+def test_a_fortnight_without_history_renders_and_says_so(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Given a stack with no history yet
+    # When the daily report runs
+    result = run_report(
+        spark,
+        curated_path=str(tmp_path / "curated"),
+        reports_path=str(tmp_path / "reports"),
+        today=DAY1,
+    )
+    # Then it succeeds and its human report renders the 14 days, saying there was nothing
+    assert (result.computed, result.events, len(result.dates)) == ([], 0, 14)
+    page = Path(result.report_uri).read_text()
+    assert "14 day(s), no job history in this period, 0 history events" in page
+    assert page.count("<img src=") == 3
 
 
 def test_events_more_than_two_days_late_wait_for_their_day_to_be_run_again(
