@@ -176,27 +176,27 @@ def dag_runs(events: DataFrame) -> DataFrame:
     did not succeed, else `running`. finished_at (and dt, its day): the DAG's latest state
     change, which for a finished DAG is when its last job ended (removals from the table by
     TTL or otherwise are not state changes: they would move every DAG a retention later)."""
-    members = events.where(F.col("dag_id").isNotNull())
-    changes = (
-        members.groupBy("dag_id")
+    # One pass: each job's rows ranked with its latest finish first (as final_outcomes picks
+    # it), so the DAG rows are read once.
+    final = F.col("to_status").isin(*FINAL)
+    latest = Window.partitionBy("job_id").orderBy(
+        final.desc(), F.col("event_at").desc(), F.col("event_id")
+    )
+    ended = (F.row_number().over(latest) == 1) & final
+    runs = (
+        events.where(F.col("dag_id").isNotNull())
+        .withColumn("_ended", ended)
+        .groupBy("dag_id")
         .agg(
             F.countDistinct("job_id").alias("jobs"),
+            *[
+                _count(F.col("_ended") & (F.col("to_status") == status)).alias(status)
+                for status in FINAL
+            ],
             F.max(F.when(~F.col("to_status").isin(*REMOVALS), F.col("event_at"))).alias("_last"),
             F.max("event_at").alias("_last_any"),
         )
-        .select("dag_id", "jobs", F.coalesce("_last", "_last_any").alias("finished_at"))
-    )
-    ended = (
-        final_outcomes(members)
-        .groupBy("dag_id")
-        .agg(
-            _count(F.col("to_status") == "succeeded").alias("succeeded"),
-            _count(F.col("to_status") == "dead").alias("dead"),
-            _count(F.col("to_status") == "cancelled").alias("cancelled"),
-        )
-    )
-    runs = changes.join(ended, on="dag_id", how="left").fillna(
-        0, subset=["succeeded", "dead", "cancelled"]
+        .withColumn("finished_at", F.coalesce("_last", "_last_any"))
     )
     unfinished = F.col("jobs") - F.col("succeeded") - F.col("dead") - F.col("cancelled")
     return runs.select(
