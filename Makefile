@@ -108,8 +108,8 @@ run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
 
 .PHONY: backfill-index
 backfill-index: $(VENV)/.installed ## Once after upgrading: index older schedules and DAGs for the listings (a Scan of TABLE)
-	@test -n "$(TABLE)" || { echo "usage: make backfill-index TABLE=<the job table> [RETENTION_DAYS=30]"; exit 2; }
-	$(PY) -m sundial.backfill --table $(TABLE) --retention-days $(or $(RETENTION_DAYS),30)
+	@test -n "$(TABLE)" || { echo "usage: make backfill-index TABLE=<the job table>"; exit 2; }
+	$(PY) -m sundial.backfill --table $(TABLE)
 
 .PHONY: demo
 demo: $(VENV)/.installed ## Submit a realistic mix of jobs to the running `make run`

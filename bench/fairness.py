@@ -27,6 +27,7 @@ job, what the sweep added, not the outage.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -181,7 +182,7 @@ def run_variant(
         ]
         quiet = _jobs(QUIET, quiet_dues, group, rng, start)
         with meter.paused():
-            deps.store.put_new(flood + quiet)
+            _write_backlog(deps.store, flood + quiet)
         ticks: list[dict[str, Any]] = []
         for tick in range(MAX_TICKS):
             clock.set(start + tick * MINUTE_MS)
@@ -241,6 +242,15 @@ def _summary(  # noqa: PLR0917 - one call site, every part of one run
         "ticks": len(ticks),
         "first_tick_modelled_s": ticks[0]["modelled_s"] if ticks else 0,
     }
+
+
+def _write_backlog(store: Any, jobs: list[Job]) -> None:
+    """Write jobs as submitted long ago (their created_at). The store of an older checkout (the
+    "before" variant) takes no write time: it checked placement against created_at itself."""
+    if "now_ms" in inspect.signature(store.put_new).parameters:
+        store.put_new(jobs, now_ms=min(job.created_at_ms for job in jobs))
+    else:
+        store.put_new(jobs)
 
 
 def _checkout(revision: str, into: Path) -> Path | None:

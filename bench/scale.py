@@ -124,7 +124,14 @@ def _load(server: MotoServer, jobs: list[Job]) -> float:
     ]
     started = time.perf_counter()
     with ThreadPoolExecutor(LOAD_THREADS) as pool:
-        list(pool.map(lambda n: stores[n % LOAD_THREADS].put_new(chunks[n]), range(len(chunks))))
+        # Each job as written when it was submitted (its created_at), long before it comes due.
+        submitted = min(job.created_at_ms for job in jobs)
+        list(
+            pool.map(
+                lambda n: stores[n % LOAD_THREADS].put_new(chunks[n], now_ms=submitted),
+                range(len(chunks)),
+            )
+        )
     return time.perf_counter() - started
 
 

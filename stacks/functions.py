@@ -258,8 +258,6 @@ class JobFunctions(Construct):
         for stores in (self.submit, self.jobs):
             payloads.bind(stores)
             payloads.grant_put(stores)
-        # A move to a later time restarts its stored payload's lifecycle (a copy onto itself).
-        payloads.grant_refresh(self.jobs)
         payloads.bind(self.workers)
         payloads.grant_get(self.workers)
 

@@ -19,6 +19,7 @@ from constructs import Construct
 from stacks.functions import ENV_TABLE_NAME, SundialFunction
 from stacks.history_buckets import RAW_PREFIX
 from stacks.nag import acknowledge
+from stacks.payload_bucket import PayloadBucket
 from stacks.settings import HistoryPipelineSettings, ObservabilitySettings
 from sundial.history.replay import FAILED_BATCHES_PREFIX, REPLAYED_PREFIX
 
@@ -39,12 +40,15 @@ MAX_RECORD_AGE = Duration.hours(12)
 JOB_ITEMS_FILTER = {"dynamodb": {"Keys": {"pk": {"S": lambda_.FilterRule.begins_with("shard#")}}}}
 
 
-def grant_delete_moved_job_pointers(table: dynamodb.ITable, grantee: iam.IGrantable) -> iam.Grant:
-    """DeleteItem on the job table, for the pointers of moved jobs whose items expired. IAM
-    cannot tell a pointer from a job by key (both live in the shards' partitions); the code's
-    delete is conditional on the item being that job's pointer (`moved_to`)."""
+def grant_job_retention(table: dynamodb.ITable, grantee: iam.IGrantable) -> iam.Grant:
+    """DeleteItem and Query on the job table, for what an expired job owned: a moved job's
+    pointer, its idempotency record, its DAG's listing entry (once a Query of the DAG's nodes
+    finds none left on its queue). IAM cannot tell these items from jobs by key; each delete is
+    conditional on the item still naming the expired job, or follows that Query."""
     return iam.Grant.add_to_principal(
-        grantee=grantee, actions=["dynamodb:DeleteItem"], resource_arns=[table.table_arn]
+        grantee=grantee,
+        actions=["dynamodb:DeleteItem", "dynamodb:Query"],
+        resource_arns=[table.table_arn],
     )
 
 
@@ -95,6 +99,7 @@ class HistoryCapture(Construct):
         layers: Sequence[lambda_.ILayerVersion],
         settings: HistoryPipelineSettings,
         observability: ObservabilitySettings | None = None,
+        payloads: PayloadBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if table.table_stream_arn is None:
@@ -121,9 +126,13 @@ class HistoryCapture(Construct):
                 resources=[raw_bucket.arn_for_objects(f"{RAW_PREFIX}/*")],
             )
         )
-        # A moved job's pointer is deleted when the job's item expires (its TTL removal comes
-        # through the stream; sundial.history.capture.expired_moved_job): DeleteItem only.
-        grant_delete_moved_job_pointers(table, self.function)
+        # What an expired job owned goes with it (its TTL removal comes through the stream;
+        # sundial.services.job_retention): its pointer, idempotency record and DAG listing
+        # entry (DeleteItem; a Query of its DAG's nodes), and its payload object.
+        grant_job_retention(table, self.function)
+        if payloads is not None:
+            payloads.bind(self.function)
+            payloads.grant_retention(self.function)
         self.event_source = event_sources.DynamoEventSource(
             table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,

@@ -1,4 +1,4 @@
-"""The payload bucket: job payloads stored in S3 (issue 17, item 5; sundial.model.payloads)."""
+"""The payload bucket: job payloads stored in S3 (sundial.model.payloads)."""
 
 from __future__ import annotations
 
@@ -9,44 +9,38 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from stacks.nag import acknowledge
-from sundial.model.payloads import PAYLOAD_PREFIX, queue_prefix
-from sundial.model.submission import MAX_HORIZON_S
+from sundial.model.payloads import (
+    PAYLOAD_PREFIX,
+    REFERENCE_TAG,
+    UNREFERENCED,
+    UNREFERENCED_DAYS,
+    queue_prefix,
+)
 
 # Environment variable the functions read (sundial.settings.Settings.payload_bucket).
 ENV_PAYLOAD_BUCKET = "SUNDIAL_PAYLOAD_BUCKET"
 INCOMPLETE_UPLOAD_DAYS = 1
-# Beyond the horizon and the retention: a job's first attempt may be a day late (a paused
-# queue, a backlog), its retries run after that, and a retry of it (POST /jobs/{id}/retry, a
-# dead-letter replay) may come until its retention ends.
-EXPIRY_MARGIN_DAYS = 30
-HORIZON_DAYS = -(-MAX_HORIZON_S // 86_400)
-
-
-def payload_expiry_days(retention_days: int) -> int:
-    """How long a payload object lives: a job may wait MAX_HORIZON (366 days) for its first
-    attempt, then be retried or replayed for as long as it is kept (the retention), and a
-    margin. A repeat put of the same payload (content-addressed) restarts the count."""
-    return HORIZON_DAYS + retention_days + EXPIRY_MARGIN_DAYS
 
 
 class PayloadBucket(Construct):
-    """Payloads stored in S3, under payloads/<queue>/<sha256>. SSE-S3 encrypted, TLS-only,
-    closed to the public, bucket-owner-enforced, server access logged to `access_logs`,
-    retained when the stack goes (a job waiting a year must still find its payload after a
-    redeploy). Objects expire after `payload_expiry_days`; Sundial itself never deletes one,
-    so no interleaving can take an object a live job references. Not versioned: an object is
-    its content's hash, and a repeat put writes the same bytes.
+    """Payloads stored in S3, under payloads/<queue>/<job ULID>/<sha256>: each object belongs
+    to one job. SSE-S3 encrypted, TLS-only, closed to the public, bucket-owner-enforced, server
+    access logged to `access_logs`, retained when the stack goes (a job waiting a year must
+    still find its payload after a redeploy). The lifecycle expires only objects still tagged
+    unreferenced (no job was written for them); an object a job references lives as long as
+    the job, whose expiry deletes it (sundial.model.payloads). Not versioned: an object is
+    written once per job and payload, and a repeat put writes the same bytes.
 
     Grants are explicit and narrow: `grant_put` (the functions that create or change jobs from
     a request), `grant_get` on one queue's prefix (that queue's consumer) or on all (the
-    workers function, which presigns GETs for leased jobs of any queue)."""
+    workers function, which presigns GETs for leased jobs of any queue), `grant_retention`
+    (the history function, which keeps and removes objects with their jobs)."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        retention_days: int,
         access_logs: s3.IBucket,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -61,10 +55,14 @@ class PayloadBucket(Construct):
             server_access_logs_bucket=access_logs,
             server_access_logs_prefix="payloads/",
             lifecycle_rules=[
+                # Only objects no job was written for (a crash between the put and the job's
+                # write): an object a job references is tagged referenced and lives as long as
+                # its job, which deletes it when its item expires.
                 s3.LifecycleRule(
-                    id="expire-payloads",
+                    id="expire-unreferenced-payloads",
                     prefix=f"{PAYLOAD_PREFIX}/",
-                    expiration=Duration.days(payload_expiry_days(retention_days)),
+                    tag_filters={REFERENCE_TAG: UNREFERENCED},
+                    expiration=Duration.days(UNREFERENCED_DAYS),
                 ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",
@@ -78,25 +76,30 @@ class PayloadBucket(Construct):
         function.add_environment(ENV_PAYLOAD_BUCKET, self.bucket.bucket_name)
 
     def grant_put(self, function: lambda_.Function) -> None:
-        """s3:PutObject on every queue's payloads: a submit stores a large payload."""
-        self._grant(function, ["s3:PutObject"], f"{PAYLOAD_PREFIX}/*", "stores a payload")
-
-    def grant_get(self, function: lambda_.IFunction, queue: str | None = None) -> None:
-        """s3:GetObject on `queue`'s payloads (None: every queue's), and s3:PutObject there
-        too: a retry far out restarts its payload's lifecycle (a copy onto itself, which
-        needs both; sundial.store.payloads.PayloadStore.refresh)."""
-        prefix = f"{queue_prefix(queue)}*" if queue is not None else f"{PAYLOAD_PREFIX}/*"
+        """s3:PutObject and s3:PutObjectTagging on every queue's payloads: a submit or a move
+        stores a payload (tagged unreferenced), then tags it referenced once its job is written
+        (and a replaced one unreferenced)."""
         self._grant(
             function,
-            ["s3:GetObject", "s3:PutObject"],
-            prefix,
-            "reads (or presigns) a payload, and refreshes one (a copy onto itself)",
+            ["s3:PutObject", "s3:PutObjectTagging"],
+            f"{PAYLOAD_PREFIX}/*",
+            "stores a payload and tags it",
         )
 
-    def grant_refresh(self, function: lambda_.Function) -> None:
-        """s3:GetObject too: a move to a later time copies the payload onto itself."""
+    def grant_get(self, function: lambda_.IFunction, queue: str | None = None) -> None:
+        """s3:GetObject on `queue`'s payloads (None: every queue's)."""
+        prefix = f"{queue_prefix(queue)}*" if queue is not None else f"{PAYLOAD_PREFIX}/*"
+        self._grant(function, ["s3:GetObject"], prefix, "reads (or presigns) a payload")
+
+    def grant_retention(self, function: lambda_.Function) -> None:
+        """s3:PutObjectTagging and s3:DeleteObject on every queue's payloads: the history
+        function tags a written job's payload referenced (a backstop) and deletes an expired
+        job's (sundial.services.job_retention)."""
         self._grant(
-            function, ["s3:GetObject"], f"{PAYLOAD_PREFIX}/*", "refreshes a payload (a copy)"
+            function,
+            ["s3:PutObjectTagging", "s3:DeleteObject"],
+            f"{PAYLOAD_PREFIX}/*",
+            "tags a job's payload referenced, and deletes an expired job's",
         )
 
     def _grant(
@@ -112,8 +115,8 @@ class PayloadBucket(Construct):
             function.role,
             f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{pattern}]",
             reason=(
-                f"The function {why} by its key, payloads/<queue>/<sha256 of the payload>, "
-                "made per job: its actions are granted on that prefix and nothing else."
+                f"The function {why} by its key, payloads/<queue>/<job ULID>/<sha256>, made "
+                "per job: its actions are granted on that prefix and nothing else."
             ),
         )
 

@@ -63,7 +63,6 @@ class Sundial(Construct):
         self.payloads = PayloadBucket(
             self,
             "Payloads",
-            retention_days=settings.retention_days,
             access_logs=self.history_buckets.access_logs,
         )
         self.functions = JobFunctions(
@@ -166,6 +165,7 @@ class Sundial(Construct):
             layers=self.layers.all,
             settings=settings.history,
             observability=settings.observability,
+            payloads=self.payloads,
         )
         self.history_analytics = HistoryAnalytics(
             self, "HistoryAnalytics", buckets=self.history_buckets, settings=settings.history

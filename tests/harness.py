@@ -42,6 +42,9 @@ class Harness:
         wired = Dependencies(settings=deps.settings, clock=clock, session=self.session)
         self.sweeper: Sweeper = wired.sweeper
         self.calls: list[Envelope] = []
+        # The Lambda context each invocation gets: its remaining time is the invocation's
+        # deadline, which bounds the attempts it takes (a long job needs a long remaining time).
+        self.context = FakeLambdaContext()
 
         def recorded(envelope: Envelope) -> Any:
             self.calls.append(envelope)
@@ -85,7 +88,7 @@ class Harness:
             ).get("Messages", [])
             if not messages:
                 return failed
-            result = self.consumer.lambda_handler(sqs_event(messages, arn), FakeLambdaContext())
+            result = self.consumer.lambda_handler(sqs_event(messages, arn), self.context)
             not_done = {f["itemIdentifier"] for f in result["batchItemFailures"]}
             failed += sorted(not_done)
             for message in messages:

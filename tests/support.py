@@ -6,7 +6,7 @@ import importlib.util
 import json
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode
@@ -108,11 +108,36 @@ class StreamReader:
             StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
 
-    def next_event(self) -> dict[str, Any]:
+    def next_event(self, *, ttl_removed: Collection[tuple[str, str]] = ()) -> dict[str, Any]:
+        """`ttl_removed`: the (pk, sk) of items expire_by_ttl deleted; their REMOVE records are
+        marked as DynamoDB's TTL process marks its own (moto runs no TTL)."""
         response = self._client.get_records(ShardIterator=self._iterator, Limit=1000)
         self._iterator = response["NextShardIterator"]
-        records: list[Any] = response.get("Records", [])
-        return {"Records": [stream_record(dict(r), self._arn) for r in records]}
+        records = [stream_record(dict(r), self._arn) for r in response.get("Records", [])]
+        for record in records:
+            keys = record["dynamodb"]["Keys"]
+            if (
+                record["eventName"] == "REMOVE"
+                and (keys["pk"]["S"], keys["sk"]["S"]) in ttl_removed
+            ):
+                record["userIdentity"] = TTL_IDENTITY
+        return {"Records": records}
+
+
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def expire_by_ttl(dynamodb: Any, table: str, now_ms: int) -> set[tuple[str, str]]:
+    """What DynamoDB's TTL does in the background, which moto does not: delete every item whose
+    `expires_at` (epoch seconds, the table's TTL attribute) has passed. Returns their keys."""
+    removed: set[tuple[str, str]] = set()
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+        for item in page.get("Items", []):
+            if "expires_at" in item and int(item["expires_at"]["N"]) * 1000 <= now_ms:
+                key = {"pk": item["pk"], "sk": item["sk"]}
+                dynamodb.delete_item(TableName=table, Key=key)
+                removed.add((item["pk"]["S"], item["sk"]["S"]))
+    return removed
 
 
 def item_size(item: Mapping[str, Any]) -> int:
@@ -380,3 +405,52 @@ def call_api(
     response = handler.handler(event, FakeLambdaContext())
     payload = response.get("body")
     return response["statusCode"], json.loads(payload) if payload else None
+
+
+def payload_lifecycle_rules() -> list[dict[str, Any]]:
+    """The payload bucket's lifecycle rules as the stack synthesizes them (CloudFormation's
+    LifecycleConfiguration.Rules): the PayloadBucket construct alone, in a stack of its own."""
+    import aws_cdk as cdk  # noqa: PLC0415 - the CDK only for the tests that need the rules
+    from aws_cdk import aws_s3 as s3  # noqa: PLC0415
+    from aws_cdk.assertions import Template  # noqa: PLC0415
+
+    from stacks.payload_bucket import PayloadBucket  # noqa: PLC0415
+
+    stack = cdk.Stack(cdk.App(), "Payloads")
+    PayloadBucket(stack, "Payloads", access_logs=s3.Bucket(stack, "Logs"))
+    buckets = Template.from_stack(stack).find_resources("AWS::S3::Bucket")
+    return [
+        rule
+        for bucket in buckets.values()
+        for rule in bucket["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+    ]
+
+
+def expire_by_lifecycle(
+    s3: Any, bucket: str, rules: list[dict[str, Any]], now_ms: int
+) -> list[str]:
+    """What S3's lifecycle does in the background, which moto does not: delete every object an
+    expiration rule matches (its Prefix and TagFilters) whose last write is at least its
+    ExpirationInDays old by `now_ms`. Returns the keys deleted."""
+    deleted = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for listed in page.get("Contents", []):
+            key = listed["Key"]
+            age_days = (now_ms - listed["LastModified"].timestamp() * 1000) / 86_400_000
+            tags = {
+                t["Key"]: t["Value"]
+                for t in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
+            }
+            for rule in rules:
+                days = rule.get("ExpirationInDays")
+                wanted = {t["Key"]: t["Value"] for t in rule.get("TagFilters", [])}
+                if (
+                    days is not None
+                    and key.startswith(rule.get("Prefix", ""))
+                    and wanted.items() <= tags.items()
+                    and age_days >= days
+                ):
+                    s3.delete_object(Bucket=bucket, Key=key)
+                    deleted.append(key)
+                    break
+    return deleted

@@ -63,6 +63,8 @@ from sundial.ids import MAX_SHARDS, DagKey, JobKey
 from sundial.model.submission import MAX_HORIZON_S, parse_rfc3339
 from sundial.runs.leases import Lease
 from sundial.services.cursors import encode_cursor
+from sundial.services.dead_letters import DeadLetterFilter
+from sundial.store.dead_letters import time_sk
 from sundial.wiring import Dependencies, configure
 from tests.conftest import PAYLOAD_BUCKET, START
 from tests.support import (
@@ -196,8 +198,14 @@ def _cursor(path: str, query: dict[str, Any], path_parameters: dict[str, Any]) -
         status = query.get("status")
         after = "1795267200000#x" if status == "dead" else "1795267200000#x@0"
         return encode_cursor(queue, after, listing=f"jobs:{status}")
-    # A dead letters' cursor: after some letter's sort key
-    return encode_cursor(queue, "1795267200000#x")
+    # A dead letters' cursor: of the query's time window, after a sort key inside it
+    since, until = query.get("since"), query.get("until")
+    window = DeadLetterFilter(
+        since_ms=parse_rfc3339(since) if isinstance(since, str) else None,
+        until_ms=parse_rfc3339(until) if isinstance(until, str) else None,
+    )
+    after = f"{time_sk(window.since_ms or 1795267200000)}#x"
+    return encode_cursor(queue, after, listing=window.listing)
 
 
 def _follow_cross_field_rules(case: AnyCase) -> AnyCase:
@@ -230,7 +238,7 @@ def _follow_cross_field_rules(case: AnyCase) -> AnyCase:
         body["wait"] = 0
     elif "lease" in body:
         job_id = case.path_parameters["job_id"]
-        body["lease"] = Lease(job_id, QUEUES[0], 1, "receipt").token()
+        body["lease"] = Lease(job_id, QUEUES[0], 1, "receipt", "runner").token()
     return case
 
 

@@ -39,7 +39,7 @@ def test_sweeper_handler_reports_poison_jobs_and_errors_as_metrics(
     deps.jobs.submit(SubmitJob(queue="default", delay_seconds=1000))
     stored = deps.store.get(orphan.key)
     assert stored is not None
-    deps.store.put_new([replace(stored, queue="removed")])
+    deps.store.put_new([replace(stored, queue="removed")], now_ms=deps.clock.now_ms())
     deps.clock.advance(seconds=200)  # type: ignore[attr-defined]
     report = sweeper_lambda.handler({"shards": list(range(8))}, FakeLambdaContext())
     assert report["dispatched"] == 1 and report["poisoned"] == 1 and report["errors"] == 0

@@ -14,6 +14,7 @@ import pytest
 from pydantic import JsonValue
 
 from sundial.clock import ManualClock
+from sundial.ids import JobKey
 from sundial.model.job import Priority, Status
 from sundial.model.payloads import (
     MAX_STORED_PAYLOAD_BYTES,
@@ -23,7 +24,7 @@ from sundial.model.payloads import (
 )
 from sundial.model.submission import SubmitJob
 from sundial.runs.worker import fetch_payload
-from sundial.transport.envelope import Envelope, PayloadRefView
+from sundial.transport.envelope import Envelope, PayloadRefView, envelope_body
 from sundial.wiring import Dependencies, configure
 from sundial.worker import Worker
 from tests.conftest import PAYLOAD_BUCKET
@@ -61,11 +62,16 @@ def test_a_large_payload_is_accepted_and_get_returns_its_reference(deps: Depende
     assert status == 200
     compact = json.dumps(payload, separators=(",", ":")).encode()
     assert detail["payload"] is None
+    ulid = JobKey.from_job_id(job["id"]).ulid
+    expected = PayloadRef.of("default", ulid, compact.decode())
     assert detail["payload_ref"] == {
-        "key": PayloadRef.of("default", compact.decode()).key,
-        "sha256": PayloadRef.of("default", compact.decode()).sha256,
+        "key": expected.key,
+        "sha256": expected.sha256,
         "bytes": len(compact),
     }
+    # The object is the job's own (its key names the job), and the job is written: referenced
+    tags = boto3.client("s3").get_object_tagging(Bucket=PAYLOAD_BUCKET, Key=expected.key)
+    assert tags["TagSet"] == [{"Key": "sundial-payload", "Value": "referenced"}]
 
 
 def test_a_lease_carries_a_presigned_url_expiring_with_the_lease(deps: Dependencies) -> None:
@@ -86,6 +92,39 @@ def test_a_lease_carries_a_presigned_url_expiring_with_the_lease(deps: Dependenc
     assert url.scheme == "https" and url.path.endswith(job.payload_ref.key)  # type: ignore[union-attr]
     query = parse_qs(url.query)
     assert query["X-Amz-Expires"] == ["120"] and query["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"]
+
+
+def test_a_lease_presigns_only_the_payload_its_job_references(deps: Dependencies) -> None:
+    # Given a default job whose payload is stored in S3, and an email job with an inline one
+    stored = deps.jobs.submit(
+        SubmitJob(
+            queue="default",
+            delay_seconds=600,
+            payload={"secret": 1},
+            payload_storage=PayloadStorage.S3,
+        )
+    ).job
+    assert stored.payload_ref is not None
+    mine = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, payload={"n": 1})).job
+    # And a message a worker of email put on its own queue: its job's envelope, naming the
+    # default job's object (found by a review: the lease presigned whatever key the message
+    # named, under any queue's prefix)
+    forged = json.loads(envelope_body(mine, attempt=1))
+    forged["payload_ref"] = stored.payload_ref.as_json()
+    sqs = boto3.client("sqs")
+    url = deps.settings.queue_urls["email"]
+    for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(forged))
+    # When it leases the message
+    event = http_api_event(
+        "POST", "/queues/email/lease", body=json.dumps({"wait": 0}), route="/queues/{queue}/lease"
+    )
+    [leased] = json.loads(workers_lambda.handler(event, FakeLambdaContext())["body"])["jobs"]
+    # Then no URL is presigned (its job references no stored payload), and the envelope
+    # carries the job's own reference, none
+    assert leased["job"]["id"] == mine.id
+    assert leased["payload_url"] is None and leased["job"].get("payload_ref") is None
 
 
 # -- a worker, with the payload bucket on a real HTTP endpoint (moto's server) ----------------
@@ -152,7 +191,7 @@ def test_a_worker_refuses_an_altered_or_missing_payload(
 ) -> None:
     deps = configure(clock=clock, environ=environ)
     assert deps.payloads is not None
-    ref = deps.payloads.put("email", '{"v":1}')
+    ref = deps.payloads.put("email", "01KAM3AAAAAAAAAAAAAAAAAAAA", '{"v":1}')
     url = deps.payloads.presigned_get(ref, expires_s=60)
     assert fetch_payload(_envelope(ref), url).payload == {"v": 1}
     s3 = boto3.client("s3", endpoint_url=s3_server)

@@ -290,7 +290,8 @@ def test_a_move_a_run_now_and_a_retry_by_id_count_one_each(
     ]
     assert [status for status, _, _ in answers] == [200, 200, 200], answers
     before = _written(deps)
-    status, headers, body = _call(jobs_lambda, "PATCH", job, route, {"delay_seconds": 0})
+    # (not {"delay_seconds": 0}: within 15 minutes of the run-now, that is a repeat of it)
+    status, headers, body = _call(jobs_lambda, "PATCH", job, route, {"delay_seconds": 60})
     # Then the fourth is refused: each counted as one submission on `email`
     assert (status, headers["Retry-After"]) == (429, "1"), body
     assert "queue 'email' accepts at most 3 submissions per second" in body["message"]

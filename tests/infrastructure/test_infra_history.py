@@ -105,7 +105,7 @@ def test_the_stream_feeds_the_history_function(synthesized: Synthesized) -> None
     }
 
 
-def test_the_history_function_may_write_history_and_delete_expired_moved_jobs_pointers_only(
+def test_the_history_function_may_write_history_and_remove_what_expired_jobs_owned_only(
     synthesized: Synthesized,
 ) -> None:
     properties = synthesized.resources("AWS::Lambda::Function")[
@@ -124,6 +124,9 @@ def test_the_history_function_may_write_history_and_delete_expired_moved_jobs_po
         "dynamodb:GetShardIterator",
         "dynamodb:ListStreams",
         "dynamodb:DeleteItem",
+        "dynamodb:Query",
+        "s3:PutObjectTagging",
+        "s3:DeleteObject",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "xray:PutTraceSegments",
@@ -131,12 +134,20 @@ def test_the_history_function_may_write_history_and_delete_expired_moved_jobs_po
     }
     prefixes = sorted(resource["Fn::Join"][1][1] for resource in allowed["s3:PutObject"])
     assert prefixes == ["/aws/lambda/*", "/history/*", "/replayed/*"]
+    # In the payload bucket it tags and deletes objects (sundial.services.job_retention)
+    payloads = synthesized.logical_id("Payloads/Bucket")
+    for action in ("s3:PutObjectTagging", "s3:DeleteObject"):
+        assert allowed[action] == [
+            {"Fn::Join": ["", [{"Fn::GetAtt": [payloads, "Arn"]}, "/payloads/*"]]}
+        ]
+    assert properties["Environment"]["Variables"]["SUNDIAL_PAYLOAD_BUCKET"] == {"Ref": payloads}
     # The replay reads failed batches and nothing else
     assert [r["Fn::Join"][1][1] for r in allowed["s3:GetObject"]] == ["/aws/lambda/*"]
-    # And it deletes items of the job table only (a moved job's pointer once the job's item
-    # expired; the code's delete is conditional on the item being that pointer)
+    # And it deletes items of the job table only (what an expired job owned: its pointer,
+    # idempotency record and DAG entry, each delete conditional or after a Query of the DAG)
     table = synthesized.logical_id("JobTable/Table")
     assert allowed["dynamodb:DeleteItem"] == [{"Fn::GetAtt": [table, "Arn"]}]
+    assert allowed["dynamodb:Query"] == [{"Fn::GetAtt": [table, "Arn"]}]
     assert properties["Environment"]["Variables"]["SUNDIAL_TABLE_NAME"] == {"Ref": table}
 
 

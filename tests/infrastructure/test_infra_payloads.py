@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from stacks.payload_bucket import ENV_PAYLOAD_BUCKET, payload_expiry_days
-from stacks.settings import SundialSettings
-from tests.infrastructure.synthesis import Synthesized, cdk_json_context
+from stacks.payload_bucket import ENV_PAYLOAD_BUCKET
+from sundial.model.payloads import REFERENCE_TAG, UNREFERENCED, UNREFERENCED_DAYS
+from tests.infrastructure.synthesis import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -47,17 +47,22 @@ def test_the_payload_bucket_is_encrypted_private_logged_and_retained(
     )
 
 
-def test_payloads_outlive_the_horizon_and_the_retention(synthesized: Synthesized) -> None:
-    retention = SundialSettings.from_context(cdk_json_context()["sundial"]).retention_days
+def test_the_lifecycle_expires_only_objects_no_job_references(synthesized: Synthesized) -> None:
+    """An object a job references lives as long as the job, however long a pause or retries
+    make it: the lifecycle's only expiry is for objects still tagged unreferenced (a crash
+    between the put and the job's write); the job's expiry deletes its object."""
     _, resource = _bucket(synthesized)
     rules = {r["Id"]: r for r in resource["Properties"]["LifecycleConfiguration"]["Rules"]}
-    assert rules["expire-payloads"]["Prefix"] == "payloads/"
-    # A job may wait 366 days, then be retried or replayed for its retention
-    assert rules["expire-payloads"]["ExpirationInDays"] == payload_expiry_days(retention)
-    assert payload_expiry_days(retention) >= 366 + retention
+    assert set(rules) == {"expire-unreferenced-payloads", "abort-incomplete-uploads"}
+    unreferenced = rules["expire-unreferenced-payloads"]
+    assert unreferenced["Prefix"] == "payloads/"
+    assert unreferenced["TagFilters"] == [{"Key": REFERENCE_TAG, "Value": UNREFERENCED}]
+    assert unreferenced["ExpirationInDays"] == UNREFERENCED_DAYS
     assert rules["abort-incomplete-uploads"]["AbortIncompleteMultipartUpload"] == {
         "DaysAfterInitiation": 1
     }
+    # Nothing else expires objects by age (an object's age says nothing of its job's life)
+    assert all("ExpirationInDays" not in r for r in rules.values() if r is not unreferenced)
 
 
 def test_only_the_functions_that_store_or_read_payloads_may(synthesized: Synthesized) -> None:
@@ -81,16 +86,16 @@ def test_only_the_functions_that_store_or_read_payloads_may(synthesized: Synthes
     }
     every, demo = [objects("payloads/*")], [objects("payloads/demo/*")]
     assert s3_grants == {
-        "submit": {"s3:PutObject": every},
-        # PATCH with a new payload (put), or a later time (a copy onto itself: get and put)
-        "jobs": {"s3:PutObject": every, "s3:GetObject": every},
+        # a payload stored (tagged unreferenced), then tagged referenced once its job is written
+        "submit": {"s3:PutObject": every, "s3:PutObjectTagging": every},
+        # PATCH with a new payload: the same, and the replaced one tagged unreferenced
+        "jobs": {"s3:PutObject": every, "s3:PutObjectTagging": every},
         "dags": {},
         "schedules": {},
-        # presigns for any queue; a retry far out copies the payload onto itself
-        "workers": {"s3:GetObject": every, "s3:PutObject": every},
+        "workers": {"s3:GetObject": every},  # presigns for any queue
         "sweeper": {},
         "fanout": {},
-        "example_consumer": {"s3:GetObject": demo, "s3:PutObject": demo},  # its queue's only
+        "example_consumer": {"s3:GetObject": demo},  # its queue's only, and only reads
     }
     # And each of them is told the bucket
     for name in ("submit", "jobs", "workers", "example_consumer"):

@@ -33,10 +33,10 @@ CONSUMER_TABLE = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"}
 # releases a DAG node's children must leave those of a paused queue for its catch-up.
 QUEUE_STATES = {"dynamodb:Query"}
 QUEUE_STATES_ONLY = {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["queues"]}}
-# Large payloads (stacks/payload_bucket.py): store one; read one (a consumer, a lease's
-# presigned GET) and restart its lifecycle (a copy onto itself: read and write).
-PAYLOAD_PUT = {"s3:PutObject"}
-PAYLOAD_READ = {"s3:GetObject", "s3:PutObject"}
+# Large payloads (stacks/payload_bucket.py): store one and tag it referenced once its job is
+# written (or unreferenced once a change replaced it); read one (a consumer, a lease's GET).
+PAYLOAD_PUT = {"s3:PutObject", "s3:PutObjectTagging"}
+PAYLOAD_READ = {"s3:GetObject"}
 API_TABLE = {
     "dynamodb:GetItem",
     "dynamodb:PutItem",
@@ -56,7 +56,7 @@ EXPECTED = {
     | PAYLOAD_PUT,
     # Read, cancel and retry jobs; query, delete (purge, replay) dead letters; a change's new
     # payload stored, or a later time's payload refreshed.
-    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND | PAYLOAD_READ,
+    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND | PAYLOAD_PUT,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
     "workers": LEASE | SEND | CONSUMER_TABLE | QUEUE_STATES | PAYLOAD_READ,
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven

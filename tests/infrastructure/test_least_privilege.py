@@ -601,6 +601,28 @@ def _history(world: World) -> None:
     }
     pointer = {"pk": moved["pk"], "sk": moved["origin"]}
     assert "Item" not in dynamodb.get_item(TableName=table, Key=pointer)
+    # And TTL removing what else an expired job owns (sundial.services.job_retention): a DAG
+    # node's (a Query of its DAG's nodes, then its listing entry), a stored payload's object,
+    # a keyed job's idempotency record
+    jobs = [
+        item
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table)
+        for item in page["Items"]
+        if item["pk"]["S"].startswith("shard#")
+        and "moved_to" not in item
+        and "retry_of" not in item
+    ]
+    expiring = {
+        kind: next(item for item in jobs if kind in item)
+        for kind in ("dag_id", "payload_ref", "idempotency_key")
+    }
+    removed = set()
+    for item in expiring.values():
+        if (item["pk"]["S"], item["sk"]["S"]) not in removed:
+            dynamodb.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+            removed.add((item["pk"]["S"], item["sk"]["S"]))
+    removals = reader.next_event(ttl_removed=removed)["Records"]
+    assert world.invoke("history", {"Records": removals}) == {"batchItemFailures": []}
     # And the hourly replay of a batch Lambda gave up on (written as Lambda's S3 destination
     # writes it, with a client of the test's own: that write is Lambda's, not the handler's)
     bucket = world.environment["history"]["SUNDIAL_HISTORY_BUCKET"]

@@ -67,7 +67,8 @@ def _cursors_ahead(deps: Dependencies, clock: ManualClock) -> None:
                 created_at_ms=now,
             )
             for shard in ALL_SHARDS
-        ]
+        ],
+        now_ms=now,
     )
     clock.advance(seconds=180)
     deps.sweeper.sweep(ALL_SHARDS)

@@ -51,7 +51,7 @@ def _put(
         # Submitted long ago (a due-soon job written now would have to be direct)
         created_at_ms=now - 86_400_000,
     )
-    deps.store.put_new([job])
+    deps.store.put_new([job], now_ms=job.created_at_ms)
     return job
 
 

@@ -101,7 +101,7 @@ def _put(
         )
         for _ in range(count)
     ]
-    deps.store.put_new(jobs)
+    deps.store.put_new(jobs, now_ms=now - 86_400_000)
     return jobs
 
 

@@ -350,3 +350,88 @@ def test_without_a_heartbeat_a_long_job_is_delivered_again(
     delayed_job(deps, clock, harness)
     harness.poll()
     assert len(seen_again) == 1  # what the heartbeat prevents
+
+
+LAMBDA_15_MINUTES = FakeLambdaContext(remaining_ms=900_000)
+
+
+def _deliver(harness: Harness, queue: str = "default") -> list[str]:
+    """One receive of the queue into the consumer, as a Lambda invocation with 15 minutes
+    left; deletes what it acked. Returns the message ids it failed."""
+    url = harness.deps.settings.queue_urls[queue]
+    messages = harness.sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]
+    ).get("Messages", [])
+    if not messages:
+        return []
+    event = sqs_event(messages, f"arn:aws:sqs:us-east-1:123456789012:{queue}")
+    failed = {
+        f["itemIdentifier"]
+        for f in harness.consumer.lambda_handler(event, LAMBDA_15_MINUTES)["batchItemFailures"]
+    }
+    for message in messages:
+        if message["MessageId"] not in failed:
+            harness.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return sorted(failed)
+
+
+def test_a_redelivery_never_takes_an_attempt_from_a_live_lambda(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a 10-minute job on a queue whose visibility timeout is 2 minutes, run without a
+    # heartbeat, so its message is delivered again while it runs (receive count 2, 3, ...)
+    again: list[list[str]] = []
+
+    def ten_minutes(job: Envelope) -> str:
+        if len(harness.calls) == 1:
+            for _ in range(4):
+                clock.advance(seconds=150)
+                again.append(_deliver(other))
+        return "done"
+
+    harness = Harness(deps, clock, ten_minutes, visibility_timeout_s=None)
+    other = Harness(deps, clock, ten_minutes, visibility_timeout_s=None)
+    job_id = delayed_job(deps, clock, harness)
+    # When it runs (in a Lambda with 15 minutes left) and the redeliveries meet it
+    assert _deliver(harness) == []
+    # Then each redelivery was turned away as busy (found by a review: a receive count above
+    # 1 took the attempt over from the live runner, and the job ran twice), and it ran once
+    assert [len(failed) for failed in again] == [1, 1, 1, 1]
+    assert [c.id for c in harness.calls + other.calls] == [job_id]
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def test_an_operators_retry_over_a_scheduled_retry_runs_the_attempt_once(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a job whose first attempt failed with its retry scheduled 10 minutes out (a
+    # delayed message of attempt 2), then retried by an operator at once
+    outcomes: list[str] = []
+
+    def fails_then_takes_twelve_minutes(job: Envelope) -> str:
+        outcomes.append(f"attempt {job.attempt} revision {job.revision}")
+        if job.attempt == 1:
+            raise RuntimeError("flaky")
+        if len(outcomes) == 2:  # the operator's attempt 2: the scheduled one arrives meanwhile
+            clock.advance(seconds=601)
+            busy.append(_deliver(other))
+            clock.advance(seconds=121)
+            busy.append(_deliver(other))
+        return "done"
+
+    busy: list[list[str]] = []
+    harness = Harness(deps, clock, fails_then_takes_twelve_minutes)
+    other = Harness(deps, clock, fails_then_takes_twelve_minutes)
+    policy = {"initial_delay_seconds": 600, "factor": 1.0, "max_delay_seconds": 600}
+    job_id = delayed_job(deps, clock, harness, retry=policy)
+    assert _deliver(harness) == []
+    assert deps.jobs.get(job_id).status is Status.FAILED
+    assert deps.jobs.retry(job_id).revision == 1
+    # When the operator's attempt 2 runs, and the scheduled retry's message arrives during it
+    assert _deliver(harness) == []
+    # Then the scheduled message is stale (older revision) and dropped, never run (found by a
+    # review: it was turned away, then took the attempt over as a redelivery); the running
+    # attempt's own message, visible again meanwhile, was turned away as busy
+    assert outcomes == ["attempt 1 revision 0", "attempt 2 revision 1"]
+    assert other.calls == [] and len(busy) == 2
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED

@@ -734,13 +734,15 @@ def test_a_repeated_success_report_finishes_a_release_cut_short(
 
     # Given a's success is recorded (as a worker's ack does) while SQS refuses b's message
     a = runner.get(view).nodes[0]
+    held = attempts.start(a, 1, lease_until_ms=clock.now_ms() + 60_000)
+    assert held is not None
     sqs.meta.events.register("before-call.sqs.SendMessageBatch", throttle)
     with pytest.raises(Unavailable):
-        attempts.succeed(a, 1, started_ms=clock.now_ms(), result="ok")
+        attempts.succeed(a, held, result="ok")
     sqs.meta.events.unregister("before-call.sqs.SendMessageBatch", throttle)
     assert [n.status for n in runner.get(view).nodes] == [Status.SUCCEEDED, Status.QUEUED]
     # When the success is reported again (the worker retries its ack)
-    assert not attempts.succeed(a, 1, started_ms=clock.now_ms(), result="ok")
+    assert not attempts.succeed(a, held, result="ok")
     # Then b is sent after all, and runs
     runner.run_until_idle()
     assert runner.ran == ["b"]

@@ -106,7 +106,7 @@ def test_a_repeat_finishes_a_first_request_that_died_after_remembering_the_key(
     # Given a first request that crashed right after storing its idempotency key
     request = SubmitJob(queue="default", delay_seconds=2, idempotency_key="crash-1")
 
-    def crash(jobs: object) -> None:
+    def crash(jobs: object, **_: object) -> None:
         raise RuntimeError("Lambda died")
 
     with monkeypatch.context() as patch:

@@ -10,12 +10,13 @@ import pytest
 from pydantic import JsonValue, ValidationError
 
 from sundial.clock import ManualClock
-from sundial.errors import Conflict, InvalidInput, JobNotFound
+from sundial.errors import Conflict, InvalidInput, JobNotFound, Unavailable
 from sundial.ids import JobKey
 from sundial.model.dag import SubmitDag
-from sundial.model.job import Priority, Status
+from sundial.model.job import MAX_MOVES, Priority, Status
 from sundial.model.schedule import CreateSchedule
 from sundial.model.submission import ChangeJob, SubmitJob
+from sundial.services.moves import REPEAT_WINDOW_MS
 from sundial.timing import SUBMIT_IN_FLIGHT_MS
 from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies
@@ -283,6 +284,77 @@ def test_a_direct_job_whose_sender_died_is_taken_over_after_the_in_flight_time(
     assert _change(deps, job_id, delay_seconds=120).status is Status.QUEUED
     _run_for(harness, 5)
     assert [e.id for e in harness.calls] == [job_id]
+
+
+def _fail_sends(monkeypatch: pytest.MonkeyPatch, deps: Dependencies) -> None:
+    """SQS refuses every send of a move (a 503): the job is left pending and direct."""
+    monkeypatch.setattr(deps.moves._direct, "send", lambda jobs, **_: list(jobs))
+
+
+def test_a_repeat_of_the_last_allowed_move_finishes_its_send(
+    deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness = Harness(deps, clock, lambda e: None)
+    # Given a job changed 99 times, then a 100th time (the last allowed) to run in a minute,
+    # whose send failed (SQS answered 503, or the Lambda died before it): pending, direct
+    job_id = _submit(deps, 2 * HOUR)
+    for n in range(MAX_MOVES - 1):
+        _change(deps, job_id, delay_seconds=HOUR + n)
+    with monkeypatch.context() as patched:
+        _fail_sends(patched, deps)
+        with pytest.raises(Unavailable):
+            _change(deps, job_id, delay_seconds=60)
+    job = deps.jobs.get(job_id)
+    assert (job.status, job.direct, len(job.moves)) == (Status.PENDING, True, MAX_MOVES)
+    # When the client repeats the request, as the 503 asks, once the first call is over
+    clock.advance(seconds=SUBMIT_IN_FLIGHT_MS // 1000)
+    repeated = _change(deps, job_id, delay_seconds=60)
+    # Then the repeat finishes the change that landed (found by a review: every repeat
+    # answered "409 changed 100 times already" and nothing ever sent the job)
+    assert (repeated.status, len(repeated.moves), repeated.revision) == (
+        Status.QUEUED,
+        MAX_MOVES,
+        MAX_MOVES,
+    )
+    _run_for(harness, 3)
+    assert [e.id for e in harness.calls] == [job_id]
+
+
+def test_a_new_change_past_the_limit_is_refused_but_sends_a_stranded_job(
+    deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness = Harness(deps, clock, lambda e: None)
+    # Given the last allowed change's send failed and its client gave up
+    job_id = _submit(deps, 2 * HOUR)
+    for n in range(MAX_MOVES - 1):
+        _change(deps, job_id, delay_seconds=HOUR + n)
+    with monkeypatch.context() as patched:
+        _fail_sends(patched, deps)
+        with pytest.raises(Unavailable):
+            _change(deps, job_id, delay_seconds=60)
+    # When someone asks for another change after the in-flight time
+    clock.advance(seconds=SUBMIT_IN_FLIGHT_MS // 1000)
+    with pytest.raises(Conflict, match=f"{MAX_MOVES} times already"):
+        _change(deps, job_id, priority="high")
+    # Then that change is refused, but the job is not stranded: it was sent, and runs once
+    assert deps.jobs.get(job_id).status is Status.QUEUED
+    _run_for(harness, 3)
+    assert [e.id for e in harness.calls] == [job_id]
+
+
+def test_a_repeated_change_is_made_once(deps: Dependencies, clock: ManualClock) -> None:
+    # Given a job changed to run in 20 minutes
+    job_id = _submit(deps, HOUR)
+    first = _change(deps, job_id, delay_seconds=1200, priority="high")
+    # When the client repeats the same request a few seconds later (its answer was lost)
+    clock.advance(seconds=5)
+    again = _change(deps, job_id, delay_seconds=1200, priority="high")
+    # Then it is that change, not another: one move, the first change's time
+    assert (again.revision, len(again.moves), again.due_ms) == (1, 1, first.due_ms)
+    # And after the repeat window the same body is a new change
+    clock.advance(ms=REPEAT_WINDOW_MS)
+    later = _change(deps, job_id, delay_seconds=1200, priority="high")
+    assert (later.revision, len(later.moves)) == (2, 2)
 
 
 def test_bad_changes_are_400_and_change_nothing(deps: Dependencies) -> None:

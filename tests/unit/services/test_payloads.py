@@ -31,7 +31,7 @@ from sundial.transport.envelope import Envelope
 from sundial.wiring import Dependencies, configure
 from tests.conftest import PAYLOAD_BUCKET
 from tests.harness import ALL_SHARDS, Harness, delayed_job
-from tests.support import WriteMeter
+from tests.support import WriteMeter, expire_by_lifecycle, payload_lifecycle_rules
 
 MIB = 1024 * 1024
 
@@ -86,17 +86,19 @@ def test_a_payload_up_to_the_inline_limit_stays_in_the_job(deps: Dependencies) -
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=PAYLOAD_BUCKET)
 
 
-def test_a_payload_over_the_inline_limit_is_stored_under_its_content_hash(
+def test_a_payload_over_the_inline_limit_is_stored_as_its_jobs_own_object(
     deps: Dependencies,
 ) -> None:
     # Given a payload one byte over the inline limit
     payload = _text_of(INLINE_PAYLOAD_BYTES + 1)
     job = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=60, payload=payload)).job
-    # Then its object holds the compact JSON under payloads/<queue>/<sha256>
+    # Then its object holds the compact JSON under payloads/<queue>/<job ULID>/<sha256>
     compact = json.dumps(payload).encode()
     sha = hashlib.sha256(compact).hexdigest()
-    assert job.payload_ref == PayloadRef(f"payloads/email/{sha}", sha, len(compact))
+    assert job.payload_ref == PayloadRef(f"payloads/email/{job.key.ulid}/{sha}", sha, len(compact))
     assert _object(job.payload_ref.key) == compact
+    # And it is tagged referenced, its job being written: no lifecycle rule can take it
+    assert _tags(job.payload_ref.key) == {"sundial-payload": "referenced"}
     # And the job item keeps the reference, not the payload
     stored = deps.jobs.get(job.id)
     assert stored.payload_ref == job.payload_ref and stored.payload_json == "null"
@@ -111,7 +113,7 @@ def test_the_caller_may_ask_for_s3_whatever_the_size(deps: Dependencies) -> None
     assert _object(job.payload_ref.key) == b'{"small":1}'
 
 
-def test_an_idempotent_repeat_writes_the_same_object_and_returns_the_first_job(
+def test_an_idempotent_repeat_stores_nothing_and_returns_the_first_job(
     deps: Dependencies,
 ) -> None:
     # Given a large payload submitted twice with one key (the second asking for s3 too)
@@ -153,7 +155,7 @@ def test_a_payload_over_the_api_limit_is_refused_as_too_large() -> None:
 
 
 def test_a_hash_mismatch_is_refused() -> None:
-    ref = PayloadRef.of("default", '"a"')
+    ref = PayloadRef.of("default", "01KAM3AAAAAAAAAAAAAAAAAAAA", '"a"')
     assert check_payload(ref, b'"a"') == '"a"'
     with pytest.raises(PayloadUnavailable, match="does not match"):
         check_payload(ref, b'"b"')
@@ -318,47 +320,72 @@ def s3_clock(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> ManualClock
     return clock
 
 
-def _last_modified(key: str) -> Any:
-    return boto3.client("s3").head_object(Bucket=PAYLOAD_BUCKET, Key=key)["LastModified"]
+def _tags(key: str) -> dict[str, str]:
+    tags = boto3.client("s3").get_object_tagging(Bucket=PAYLOAD_BUCKET, Key=key)["TagSet"]
+    return {t["Key"]: t["Value"] for t in tags}
 
 
-def test_a_later_time_restarts_the_stored_payloads_lifecycle(
+DAY_S = 86_400
+
+
+def test_a_paused_job_keeps_its_stored_payload_however_long_it_waits(
     deps: Dependencies, s3_clock: ManualClock
 ) -> None:
-    """The bucket expires an object counting from its last write: a job moved later, or given a
-    retry far out, has its object written again (a copy onto itself), so the object outlives
-    the job's new time as it did the old one."""
+    """A pause has no time limit: the lifecycle, as the stack configures it, must not reach
+    an object a job references (found by a review: a job due in a year, paused the day before
+    and resumed months later, ran into PayloadUnavailable and died)."""
+    clock, rules = s3_clock, payload_lifecycle_rules()
+    s3 = boto3.client("s3")
+    # Given a job due in 366 days whose payload is stored in S3, paused the day before
     request = SubmitJob(
-        queue="default", delay_seconds=3600, payload={"v": 1}, payload_storage=PayloadStorage.S3
+        queue="default",
+        delay_seconds=366 * DAY_S,
+        payload={"v": 1},
+        payload_storage=PayloadStorage.S3,
     )
     job = deps.jobs.submit(request).job
-    assert job.payload_ref is not None
-    put_at = _last_modified(job.payload_ref.key)
-    # When, 100 days later, a move keeps the payload but changes the priority only
-    s3_clock.advance(seconds=100 * 86_400)
-    deps.moves.move(job.id, ChangeJob.model_validate({"priority": "high"}))
-    # Then the object is as it was
-    assert _last_modified(job.payload_ref.key) == put_at
-    # When a move gives it a later time
-    deps.moves.move(job.id, ChangeJob.model_validate({"delay_seconds": 300 * 86_400}))
-    # Then its object was written again now, and is the same payload
-    assert (_last_modified(job.payload_ref.key) - put_at).days == 100
-    assert _object(job.payload_ref.key) == b'{"v":1}'
+    clock.advance(seconds=365 * DAY_S)
+    deps.jobs.pause(job.id)
+    # When it stays paused three months, while S3's lifecycle runs every day
+    for _ in range(90):
+        clock.advance(seconds=DAY_S)
+        expire_by_lifecycle(s3, PAYLOAD_BUCKET, rules, clock.now_ms())
+    # Then, resumed, it runs with its payload
+    harness = Harness(deps, clock, lambda envelope: envelope.payload)
+    deps.jobs.resume(job.id)
+    clock.advance(seconds=1)
+    assert harness.poll() == []
+    assert [c.payload for c in harness.calls] == [{"v": 1}]
+    assert deps.jobs.get(job.id).status is Status.SUCCEEDED
 
 
-def test_a_retry_timer_restarts_the_stored_payloads_lifecycle(
+def test_an_object_no_job_was_written_for_expires_and_a_replaced_one_too(
     deps: Dependencies, s3_clock: ManualClock
 ) -> None:
-    clock = s3_clock
-    harness = Harness(deps, clock, lambda envelope: 1 / 0)
-    day = {"initial_delay_seconds": 86_400, "max_delay_seconds": 86_400}
-    job_id = delayed_job(deps, clock, harness, payload={"v": 1}, payload_storage="s3", retry=day)
-    ref = deps.jobs.get(job_id).payload_ref
-    assert ref is not None
-    put_at = _last_modified(ref.key)
-    clock.advance(seconds=600)
-    # When its attempt fails with a retry a day out (a timer item)
-    assert harness.poll() == []
-    assert deps.jobs.get(job_id).status is Status.FAILED
-    # Then its object was written again as the timer was
-    assert _last_modified(ref.key) > put_at
+    clock, rules = s3_clock, payload_lifecycle_rules()
+    s3 = boto3.client("s3")
+    # Given a payload stored by a submit that died before its job was written
+    assert deps.payloads is not None
+    orphan = deps.payloads.put("default", "01KAM3AAAAAAAAAAAAAAAAAAAA", '{"lost":1}')
+    # And a job whose payload was replaced by a move
+    request = SubmitJob(
+        queue="default",
+        delay_seconds=30 * DAY_S,
+        payload={"v": 1},
+        payload_storage=PayloadStorage.S3,
+    )
+    job = deps.jobs.submit(request).job
+    moved = deps.moves.move(
+        job.id, ChangeJob.model_validate({"payload": {"v": 2}, "payload_storage": "s3"})
+    )
+    assert job.payload_ref is not None and moved.payload_ref is not None
+    assert moved.payload_ref.key != job.payload_ref.key
+    assert _tags(job.payload_ref.key) == {"sundial-payload": "unreferenced"}
+    # When a week passes
+    clock.advance(seconds=6 * DAY_S)
+    assert expire_by_lifecycle(s3, PAYLOAD_BUCKET, rules, clock.now_ms()) == []
+    clock.advance(seconds=DAY_S)
+    # Then both unreferenced objects are gone, and the job's own payload stays
+    gone = expire_by_lifecycle(s3, PAYLOAD_BUCKET, rules, clock.now_ms())
+    assert sorted(gone) == sorted([orphan.key, job.payload_ref.key])
+    assert _object(moved.payload_ref.key) == b'{"v":2}'

@@ -171,7 +171,7 @@ def test_the_backfill_command_indexes_and_says_what_it_did(
             client.delete_item(TableName=TABLE, Key={"pk": item["pk"], "sk": item["sk"]})
     # When `python -m sundial.backfill --table ...` runs, twice
     main(["--table", TABLE])
-    main(["--table", TABLE, "--retention-days", "7"])
+    main(["--table", TABLE])
     # Then the first run indexed both, the second found them indexed
     assert capsys.readouterr().out.splitlines() == [
         "schedules: 1 indexed, 0 already listed, 0 deleted (not listed)",

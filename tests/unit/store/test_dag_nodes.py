@@ -61,7 +61,7 @@ def test_a_node_round_trips_with_its_dag_link() -> None:
 def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependencies) -> None:
     store, nodes = deps.store, deps.dag_nodes
     child = _node(2, waiting_on=2)
-    store.put_new([child])
+    store.put_new([child], now_ms=NOW)
     # When parent 0 is counted twice and parent 1 once
     first = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
     again = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
@@ -80,7 +80,7 @@ def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependenci
 def test_release_needs_no_parent_left_and_happens_once(deps: Dependencies) -> None:
     store, nodes = deps.store, deps.dag_nodes
     child = _node(2, waiting_on=1)
-    store.put_new([child])
+    store.put_new([child], now_ms=NOW)
     assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]  # still waiting
     nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
     released, after = nodes.release_node(child.key, token="t", now_ms=NOW + 5, released_by=0)
@@ -93,7 +93,7 @@ def test_release_needs_no_parent_left_and_happens_once(deps: Dependencies) -> No
 def test_the_only_parent_counts_and_releases_in_one_write(deps: Dependencies) -> None:
     store, nodes = deps.store, deps.dag_nodes
     child = _node(1, waiting_on=1)
-    store.put_new([child])
+    store.put_new([child], now_ms=NOW)
     released, after = nodes.release_node(
         child.key, token="t", now_ms=NOW, last_parent=0, released_by=0, results_json='{"n0":7}'
     )
@@ -114,7 +114,7 @@ def test_a_held_node_is_counted_but_not_released(deps: Dependencies) -> None:
     child = _node(1, waiting_on=1)
     assert child.dag is not None
     child.dag = replace(child.dag, held=True)
-    store.put_new([child])
+    store.put_new([child], now_ms=NOW)
     assert not nodes.release_node(child.key, token="t", now_ms=NOW, last_parent=0)[0]
     assert nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)[0]
     assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]
@@ -122,10 +122,10 @@ def test_a_held_node_is_counted_but_not_released(deps: Dependencies) -> None:
 
 def test_dag_nodes_reads_the_range_and_only_the_dags_nodes(deps: Dependencies) -> None:
     store, nodes = deps.store, deps.dag_nodes
-    store.put_new([_node(0, waiting_on=0), _node(2, waiting_on=1)])
+    store.put_new([_node(0, waiting_on=0), _node(2, waiting_on=1)], now_ms=NOW)
     # A stranger inside the range: same shard and due time, a ULID between two nodes
     inside = ULID.from_int(int(ULID.from_str(DAG.base_ulid)) + 1)
     stranger = _node(0, waiting_on=0, key=JobKey(shard=3, due_ms=NOW, ulid=str(inside)))
     stranger.dag = None
-    store.put_new([stranger])
+    store.put_new([stranger], now_ms=NOW)
     assert [n.key for n in nodes.dag_nodes(DAG)] == [DAG.node_key(0), DAG.node_key(2)]

@@ -57,7 +57,7 @@ def test_a_plain_job_item_is_well_under_one_kilobyte() -> None:
 def test_claim_is_conditional_on_pending(deps: Dependencies) -> None:
     store = deps.store
     job = _job()
-    store.put_new([job])
+    store.put_new([job], now_ms=NOW)
     assert store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000).won
     lost = store.claim(job.key, token="b", now_ms=NOW, lease_ms=1000)
     assert not lost.won
@@ -73,7 +73,7 @@ def test_claim_is_conditional_on_pending(deps: Dependencies) -> None:
 def test_takeover_needs_the_old_token_and_an_expired_lease(deps: Dependencies) -> None:
     store = deps.store
     job = _job()
-    store.put_new([job])
+    store.put_new([job], now_ms=NOW)
     store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000)
     assert not store.claim(job.key, token="b", now_ms=NOW + 999, lease_ms=1000, from_token="a").won
     assert not store.claim(job.key, token="b", now_ms=NOW + 2000, lease_ms=1000, from_token="x").won
@@ -83,7 +83,7 @@ def test_takeover_needs_the_old_token_and_an_expired_lease(deps: Dependencies) -
 def test_unclaim_only_undoes_ones_own_claim(deps: Dependencies) -> None:
     store = deps.store
     job = _job()
-    store.put_new([job])
+    store.put_new([job], now_ms=NOW)
     store.claim(job.key, token="a", now_ms=NOW, lease_ms=1000)
     assert not store.unclaim(job.key, token="b")
     assert store.unclaim(job.key, token="a")
@@ -100,7 +100,7 @@ def test_unclaim_only_undoes_ones_own_claim(deps: Dependencies) -> None:
 )
 def test_cancel_by_status(deps: Dependencies, status: Status, cancels: bool) -> None:
     job = _job(status=status)
-    deps.store.put_new([job])
+    deps.store.put_new([job], now_ms=NOW)
     cancelled, current = deps.store.cancel(job.key, now_ms=NOW, expires_at_s=99)
     assert cancelled is cancels
     # The job as cancelled, or as it was when the cancel was refused
@@ -118,8 +118,8 @@ def test_query_due_returns_one_shards_range_in_due_order_across_pages(deps: Depe
     # (written a day before they came due: a due-soon pending job nobody sends is refused)
     day_before = NOW - 86_400_000
     jobs = [_job(due_ms=NOW + i * 1000, shard=5, created_at_ms=day_before) for i in range(30)]
-    jobs += [_job(shard=6)]
-    deps.store.put_new(jobs)
+    jobs += [_job(shard=6, created_at_ms=day_before)]
+    deps.store.put_new(jobs, now_ms=day_before)
     found = list(
         deps.sweeps.query_due(
             5,
@@ -140,9 +140,9 @@ def test_cursor_only_moves_forward(deps: Dependencies) -> None:
 def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
     record = IdempotencyRecord(job_id="j1", fingerprint="f1", created_at_ms=NOW)
     other = IdempotencyRecord(job_id="j2", fingerprint="f2", created_at_ms=NOW + 5)
-    assert deps.idempotency.remember(queue="q", key="k", record=record, expires_at_s=1) is None
-    assert deps.idempotency.remember(queue="q", key="k", record=other, expires_at_s=1) == record
-    assert deps.idempotency.remember(queue="r", key="k", record=other, expires_at_s=1) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=record) is None
+    assert deps.idempotency.remember(queue="q", key="k", record=other) == record
+    assert deps.idempotency.remember(queue="r", key="k", record=other) is None
 
 
 def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> None:
@@ -150,9 +150,9 @@ def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> Non
     job due within the direct window must be direct (its writer sends it)."""
     unsent = _job(due_ms=NOW + 60_000)
     with pytest.raises(UnsafeWrite):
-        deps.store.put_new([_job(), unsent])
+        deps.store.put_new([_job(), unsent], now_ms=NOW)
     with pytest.raises(UnsafeWrite):
-        deps.store.put_if_absent(unsent)
+        deps.store.put_if_absent(unsent, now_ms=NOW)
     # Nothing of the refused batch was written
     assert boto3.client("dynamodb").scan(TableName=deps.settings.table_name)["Count"] == 0
-    deps.store.put_new([_job(due_ms=NOW + 60_000, direct=True)])
+    deps.store.put_new([_job(due_ms=NOW + 60_000, direct=True)], now_ms=NOW)

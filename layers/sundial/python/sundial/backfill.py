@@ -18,7 +18,6 @@ import boto3
 
 from sundial.ids import DagKey
 from sundial.model.schedule import ScheduleState
-from sundial.settings import DEFAULT_RETENTION_DAYS
 from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.schedules import Indexed, ScheduleStore
 from sundial.wiring import boto_config
@@ -32,7 +31,7 @@ def backfill_schedules(schedules: ScheduleStore) -> Counter[Indexed]:
     )
 
 
-def backfill_dags(listing: DagListingStore, *, retention_days: int) -> tuple[int, int]:
+def backfill_dags(listing: DagListingStore) -> tuple[int, int]:
     """Index every DAG of the table under each queue it uses, where missing. Returns (entries
     written, entries already there)."""
     queues: dict[str, set[str]] = {}
@@ -43,12 +42,7 @@ def backfill_dags(listing: DagListingStore, *, retention_days: int) -> tuple[int
     outcomes = Counter(
         listing.put_if_absent(entry)
         for dag_id, used in queues.items()
-        for entry in dag_entries(
-            DagKey.from_dag_id(dag_id),
-            used,
-            created_at_ms=created[dag_id],
-            retention_s=retention_days * 86_400,
-        )
+        for entry in dag_entries(DagKey.from_dag_id(dag_id), used, created_at_ms=created[dag_id])
     )
     return outcomes[True], outcomes[False]
 
@@ -56,12 +50,6 @@ def backfill_dags(listing: DagListingStore, *, retention_days: int) -> tuple[int
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m sundial.backfill", description=__doc__)
     parser.add_argument("--table", required=True, help="the job table's name")
-    parser.add_argument(
-        "--retention-days",
-        type=int,
-        default=DEFAULT_RETENTION_DAYS,
-        help="the deployment's retention (cdk.json): when the DAG entries expire",
-    )
     args = parser.parse_args(argv)
     client = boto3.client("dynamodb", config=boto_config())
     outcomes = backfill_schedules(ScheduleStore(client, args.table))
@@ -69,9 +57,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"schedules: {outcomes[Indexed.INDEXED]} indexed, {outcomes[Indexed.ALREADY]} already "
         f"listed, {outcomes[Indexed.DELETED]} deleted (not listed)"
     )
-    written, already = backfill_dags(
-        DagListingStore(client, args.table), retention_days=args.retention_days
-    )
+    written, already = backfill_dags(DagListingStore(client, args.table))
     print(f"DAG entries (one per DAG and queue): {written} written, {already} already there")
 
 

@@ -153,6 +153,15 @@ Other write sequences and what they interleave with:
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails
   (the function never runs); a take that came first makes the cancel a 409 (running).
+- THE ATTEMPT'S HOLDER (sundial.store.attempts). The take records one holder (a random token)
+  and until when it is provably alive (a Lambda's deadline, a worker's lease). Two deliveries
+  of one attempt (two messages, or one delivered again) race on the take: one sets the holder,
+  the other's condition fails (it is turned away as busy); a take-over needs the holder's
+  lease past by CLOCK_SKEW_MS, and only the holder ends or extends the attempt, so a holder
+  that lost its attempt (its lease ran out) writes nothing. A redrive's mark_dead is bound to
+  the same rule (a live holder's attempt is never killed by a second message's letter), and to
+  the letter's revision: a move or a retry by id raises the revision, so what was sent before
+  them is stale for the fence, the take and the redrive alike.
 
 MOVES (PATCH /jobs/{id}, POST /jobs/{id}/run-now; sundial.services.moves). A job waiting for its
 first attempt (pending, paused, or queued with attempts = 0) is changed by ONE TransactWriteItems
@@ -203,7 +212,9 @@ the history Lambda, reading that removal from the stream, deletes the pointer, c
 it still naming that item (a job moved on or back since keeps its pointer). A crash or a failed
 batch repeats the delete (stream retries); a pointer is never deleted while its job's item
 lives, because the item only expires after its job ended and was kept for its retention. The
-job's history keeps every move (at most MAX_MOVES).
+job's history keeps every move (at most MAX_MOVES). The same stream reading removes the job's
+idempotency record and its DAG's listing entries (sundial.services.job_retention): neither has
+an expiry of its own, since a job lives any time.
 
 THE CURSOR RULE. A shard's cursor only ever moves forward (advance_cursor's condition), and a
 sweep moves it past a job only if that job needs nothing from a sweep: sent (by this sweep, or
@@ -321,34 +332,34 @@ DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simul
 - Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
   a retry by id of a cancelled job re-runs it, by request (docs/api.md, POST /jobs/{id}/retry).
 
-A PAYLOAD IN S3 (issue 17, item 5; sundial.model.payloads, sundial.store.payloads). A submit
-(POST /jobs, batch, an idempotent repeat that writes the job again) and a move with a new
-payload (PATCH /jobs/{id}) whose payload goes to S3 write ONE more thing, the object, and write
-it FIRST: S3 PutObject of payloads/<queue>/<sha256>, then the job's DynamoDB write(s) exactly as
-before, carrying the reference instead of the payload. Interleavings:
-- A crash between the put and the job's write leaves an object no job references and no job
-  (the client's repeat puts the same object again): harmless, the lifecycle removes it. The
+A PAYLOAD IN S3 (sundial.model.payloads, sundial.store.payloads). A submit (POST /jobs, batch, an
+idempotent repeat that writes the job again) and a move with a new payload (PATCH /jobs/{id})
+whose payload goes to S3 write the object FIRST, under its job's own key
+(payloads/<queue>/<job ULID>/<sha256>), tagged unreferenced; then the job's DynamoDB write(s)
+exactly as before, carrying the reference; then the tag turns referenced (a move also tags the
+payload it replaced unreferenced). The bucket's lifecycle expires only unreferenced objects,
+UNREFERENCED_DAYS after their write; the object of a live job is never expired, whatever its
+age (a pause has no limit). Interleavings:
+- A crash between the put and the job's write leaves an unreferenced object no job references
+  (an idempotent repeat stores nothing: it finds the first request's record first). The
   reverse order could leave a job whose payload never arrives; this one cannot.
-- Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves, the
-  attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and writes the
-  job item only and copies the reference as it is; none writes, overwrites or deletes an
-  object, except the REFRESH below. Two submits of one payload put identical bytes under one
-  key (content-addressed), so a racing put never changes what a job references. Sundial never
-  deletes an object: the lifecycle expires it MAX_HORIZON + the retention + a margin after its
-  last write, later than any job that references it can run.
-- REFRESH: a sequence that gives a stored-payload job a later time without a new payload (a
-  move of its time, a retry timer beyond SQS's delay) first copies the object onto itself
-  (same bytes, same key: its age restarts), then writes the job as before. A crash between
-  leaves a younger object and the job unchanged: harmless. Racing another refresh or a put of
-  the same payload, every outcome is the same bytes, at least as young. So an object's last
-  write is at most MAX_HORIZON before the due time of any job (or retry) referencing it, and
-  it lives the retention + the margin past that: through the job's SQS-delayed retries and
-  any manual retry or dead-letter replay while the job is kept.
-- The consumer (or a worker, through the lease's presigned URL) reads the object after the fence
-  and before the function; a missing or altered object fails the attempt without a retry (the
-  job goes dead, its envelope to the DLQ), an S3 outage fails the delivery (SQS redelivers). The
-  invariants hold as before: the job item is the only state dispatch reads, and it is written
-  after its object exists.
+- A crash between the job's write and the tag leaves a job whose object is still tagged
+  unreferenced: the history Lambda, reading the job's insert from the table's stream, tags it
+  referenced (sundial.services.job_retention.written), within the stream's retention and
+  long before UNREFERENCED_DAYS. A move's crash before tagging the replaced object keeps it
+  (a leak, never a loss).
+- Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves of the
+  time, the attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and
+  writes the job item only and copies the reference as it is; none writes or deletes an
+  object. An object belongs to one job, so nothing another job does can change or take it.
+- The object goes when its job's item expires (DynamoDB's TTL, a retention after the job
+  ended): the history Lambda reads the removal and deletes it (sundial.services.job_retention);
+  a retry timer's removal takes nothing (it references its job's object). Objects of the older,
+  content-addressed form (payloads/<queue>/<sha256>, possibly shared) are never deleted.
+- The consumer (or a worker, through the lease's presigned URL) reads the object the job ITEM
+  references, after the fence and before the function; a missing or altered object fails the
+  attempt without a retry (the job goes dead, its envelope to the DLQ), an S3 outage fails the
+  delivery (SQS redelivers).
 """
 
 from __future__ import annotations
@@ -363,6 +374,13 @@ SWEEPER_TIMEOUT_MS = 60_000
 SUBMIT_IN_FLIGHT_MS = 30_000
 # The sweeper stops taking new jobs when less than this is left before its Lambda deadline.
 SWEEP_DEADLINE_MARGIN_MS = 5_000
+# How far two AWS machines' clocks may disagree (they keep NTP time to within milliseconds): an
+# attempt's holder lease (runner_until, set by the clock of the function that took it) must be
+# past by more than this before another delivery takes the attempt over (sundial.store.attempts).
+CLOCK_SKEW_MS = 5_000
+# The longest a Lambda function runs (its hard timeout): a consumer's lease on an attempt when
+# its deadline is unknown, and the lease of an attempt taken before holders were recorded.
+LEGACY_RUNNER_MS = 15 * 60 * 1000
 
 assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS

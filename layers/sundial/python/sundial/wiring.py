@@ -31,6 +31,7 @@ from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
 from sundial.services.direct import DirectSender
 from sundial.services.job_listing import JobListing
+from sundial.services.job_retention import JobRetention
 from sundial.services.jobs import JobService
 from sundial.services.moves import JobMover
 from sundial.services.queues import CatchUp, QueueControl
@@ -443,12 +444,20 @@ def history(
         aws = session or boto3.Session()
         client: Any = aws.client("s3", config=_BOTO_CONFIG)
         writer = HistoryWriter(client, settings.history_bucket, settings.history_prefix)
-        pointers = None
+        retention = None
         if settings.table_name is not None:
             dynamodb: Any = aws.client("dynamodb", config=_BOTO_CONFIG)
-            pointers = MovedJobPointers(dynamodb, settings.table_name)
+            table = settings.table_name
+            bucket = settings.payload_bucket
+            retention = JobRetention(
+                pointers=MovedJobPointers(dynamodb, table),
+                idempotency=IdempotencyKeys(dynamodb, table),
+                dag_listing=DagListingStore(dynamodb, table),
+                dag_nodes=DagNodeStore(dynamodb, table),
+                payloads=PayloadStore(client, bucket) if bucket is not None else None,
+            )
         _history = HistoryFunctions(
-            recorder=HistoryRecorder(writer, pointers),
+            recorder=HistoryRecorder(writer, retention),
             replayer=FailedBatchReplayer(client, settings.history_bucket, writer),
         )
     return _history

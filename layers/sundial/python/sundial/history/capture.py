@@ -316,11 +316,14 @@ class HistoryWriter:
         return keys
 
 
-class MovedJobPointers(Protocol):
-    """Deletes a moved job's pointer (sundial.store.job_items.MovedJobPointers): the history
-    sits beside the store, so it names only what it needs of it."""
+class Retention(Protocol):
+    """What a job owns outside its item, kept and removed with it
+    (sundial.services.job_retention): the history sits below the services, so it names only
+    what it needs of it. Items are the stream's images, as DynamoDB's low-level attributes."""
 
-    def forget(self, origin: JobKey, *, moved_to: JobKey) -> bool: ...
+    def expired(self, item: Mapping[str, Any]) -> None: ...
+
+    def written(self, new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None: ...
 
 
 class HistoryRecorder:
@@ -331,11 +334,12 @@ class HistoryRecorder:
     before it are written now, and everything from it on comes again. If S3 refuses the write,
     the invocation fails as a whole and Lambda retries (bisecting the batch)."""
 
-    def __init__(self, writer: HistoryWriter, pointers: MovedJobPointers | None = None) -> None:
-        """`pointers`: deletes a moved job's pointer when the job's item expires (None: a
-        recorder that only records, as in tests of the history alone)."""
+    def __init__(self, writer: HistoryWriter, retention: Retention | None = None) -> None:
+        """`retention`: told of each job item DynamoDB's TTL removed and of each job item
+        written, so what the job owns goes with it (None: a recorder that only records, as in
+        tests of the history alone). A failure of it fails the record, which comes again."""
         self._writer = writer
-        self._pointers = pointers
+        self._retention = retention
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         processor = BatchProcessor(
@@ -356,28 +360,20 @@ class HistoryRecorder:
 
     def _record(self, record: DynamoDBRecord) -> HistoryEvent | None:
         event = event_from_record(record)
-        expired = expired_moved_job(record) if self._pointers is not None else None
-        if expired is not None:
-            assert self._pointers is not None
-            origin, key = expired
-            self._pointers.forget(origin, moved_to=key)
+        if self._retention is not None and event_from_job(record):
+            images = record.raw_event.get("dynamodb", {})  # low-level, as the stores read them
+            if is_ttl_removal(record):
+                self._retention.expired(images["OldImage"])
+            elif "NewImage" in images:
+                self._retention.written(images["NewImage"], images.get("OldImage"))
         return event
 
 
-def expired_moved_job(record: DynamoDBRecord) -> tuple[JobKey, JobKey] | None:
-    """(its origin, its key) when `record` is DynamoDB's TTL removing a moved job's item: its
-    pointer at the origin has nothing left to point at."""
+def event_from_job(record: DynamoDBRecord) -> bool:
+    """Whether a stream record is of a job item (a job, a retry timer or a moved job's
+    pointer): the items whose life sundial.services.job_retention follows."""
     stream = record.dynamodb
-    if stream is None or not is_ttl_removal(record):
-        return None
-    pk, sk = stream.keys.get("pk"), stream.keys.get("sk")
-    old = stream.old_image or {}
-    origin = _str(old, "origin")
-    if not is_job_key(pk, sk) or origin is None or "moved_to" in old or "retry_of" in old:
-        return None
-    assert isinstance(pk, str) and isinstance(sk, str)
-    key = JobKey.from_item_keys(pk, sk)
-    return (JobKey.from_item_keys(pk, origin), key) if origin != sk else None
+    return stream is not None and is_job_key(stream.keys.get("pk"), stream.keys.get("sk"))
 
 
 class HistorySettings(EnvSettings):
@@ -385,6 +381,7 @@ class HistorySettings(EnvSettings):
 
     history_bucket: str = Field(min_length=3)
     history_prefix: str = Field(default="history", min_length=1)
-    # The job table, whose moved jobs' pointers the recorder deletes when their items expire
-    # (SUNDIAL_TABLE_NAME; None: the recorder only records).
+    # The job table and the payload bucket, where what an expired job owned is removed
+    # (SUNDIAL_TABLE_NAME, SUNDIAL_PAYLOAD_BUCKET; no table: the recorder only records).
     table_name: str | None = None
+    payload_bucket: str | None = None

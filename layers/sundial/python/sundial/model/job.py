@@ -111,6 +111,9 @@ class Move:
     from_run_at_ms: int
     to_run_at_ms: int
     changed: tuple[str, ...]  # the fields the request changed, e.g. ("run_at", "priority")
+    # The request's fingerprint (ChangeJob.fingerprint): a repeat of it is recognised
+    # (sundial.services.moves). None for moves recorded before it was kept.
+    request: str | None = None
 
 
 # A job keeps at most this many moves in its history (each about 100 bytes of its item); one
@@ -171,6 +174,10 @@ class Job(Keyed):
     revision: int = 0
     moves: list[Move] = field(default_factory=list)
     payload_ref: PayloadRef | None = None
+    # The holder of the running attempt (sundial.store.attempts): its delivery's token, and
+    # until when it is provably alive (its Lambda's deadline, or its worker's lease).
+    runner: str | None = None
+    runner_until_ms: int | None = None
 
     @property
     def envelope_id(self) -> str:

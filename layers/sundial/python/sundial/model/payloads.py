@@ -1,12 +1,16 @@
-"""Large payloads (issue 17, item 5): a payload over the inline limit, or any payload its
-submitter asks to store so, lives in the stack's payload bucket, and the job item and every
-message carry a small reference to it instead (`PayloadRef`).
+"""Large payloads: a payload over the inline limit, or any payload its submitter asks to store
+so, lives in the stack's payload bucket, and the job item and every message carry a small
+reference to it instead (`PayloadRef`).
 
-The object's key is content-addressed, `payloads/<queue>/<sha256 of the compact JSON>`: an
-idempotent repeat of a submit writes the same object, two jobs with one payload share it, and
-a reader checks what it fetched against the hash. Sundial never deletes a payload object: the
-bucket's lifecycle expires it (stacks/payload_bucket.py), long after any job that can still
-run with it, so no interleaving of writes can take an object from a live job.
+An object belongs to ONE job: its key is `payloads/<queue>/<the job's ULID>/<sha256 of the
+compact JSON>` (a new payload given to the job by a change is a new object; a reader checks
+what it fetched against the hash). So its life is its job's, however long that is (a pause has
+no time limit): the bucket's lifecycle never expires an object a job references; it expires
+only those still tagged unreferenced (REFERENCE_TAG), which a crash left without a job. The
+writer tags an object referenced once its job is written, and the history Lambda does so again
+from the table's stream (a backstop); Sundial deletes an object when its job's item expires
+(sundial.services.job_retention). Objects stored before keys named their job
+(`payloads/<queue>/<sha256>`, shared by jobs with one payload) are never deleted by Sundial.
 
 Pure: no AWS here (sundial.store.payloads stores and fetches the objects).
 """
@@ -43,8 +47,26 @@ def payload_sha256(payload_json: str) -> str:
     return hashlib.sha256(payload_json.encode()).hexdigest()
 
 
-def payload_key(queue: str, sha256: str) -> str:
-    return f"{PAYLOAD_PREFIX}/{queue}/{sha256}"
+# The object tag the bucket's lifecycle reads: an object tagged unreferenced (as every object is
+# put) expires after UNREFERENCED_DAYS unless its job's writer (or the history Lambda) tagged it
+# referenced first.
+REFERENCE_TAG = "sundial-payload"
+UNREFERENCED, REFERENCED = "unreferenced", "referenced"
+# How long an object no job was written for is kept: longer than the history Lambda's stream
+# backstop can lag (the stream keeps records 24 hours) with room to repair an outage.
+UNREFERENCED_DAYS = 7
+
+
+def payload_key(queue: str, job_ulid: str, sha256: str) -> str:
+    return f"{PAYLOAD_PREFIX}/{queue}/{job_ulid}/{sha256}"
+
+
+def owned_by_one_job(key: str) -> bool:
+    """Whether an object's key names its job (this version's keys), so deleting it when that
+    job expires takes it from no other job. A key of the older, content-addressed form may be
+    shared by several jobs: never deleted."""
+    parts = key.split("/")
+    return len(parts) == 4 and parts[0] == PAYLOAD_PREFIX
 
 
 def queue_prefix(queue: str) -> str:
@@ -67,9 +89,10 @@ class PayloadRef:
     bytes: int
 
     @classmethod
-    def of(cls, queue: str, payload_json: str) -> PayloadRef:
+    def of(cls, queue: str, job_ulid: str, payload_json: str) -> PayloadRef:
+        """The reference of `payload_json` stored for the job with ULID `job_ulid`."""
         sha256 = payload_sha256(payload_json)
-        return cls(payload_key(queue, sha256), sha256, len(payload_json.encode()))
+        return cls(payload_key(queue, job_ulid, sha256), sha256, len(payload_json.encode()))
 
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "sha256": self.sha256, "bytes": self.bytes}

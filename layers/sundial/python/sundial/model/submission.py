@@ -245,6 +245,14 @@ class ChangeJob(BaseModel):
     def time_field(self) -> str:
         return "delay_seconds" if self.delay_seconds is not None else "run_at"
 
+    def fingerprint(self) -> str:
+        """Identifies the request as the client sent it (the fields it set), so that its repeat
+        is told from a new change (sundial.services.moves)."""
+        canonical = json.dumps(
+            self.model_dump(mode="json", exclude_unset=True), sort_keys=True, separators=(",", ":")
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
     @property
     def changes_payload(self) -> bool:
         return "payload" in self.model_fields_set

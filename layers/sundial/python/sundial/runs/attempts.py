@@ -3,9 +3,12 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
 
 - `admit` is the fence: it says whether this delivery of attempt N may run, and repairs the
   follow-up work (a retry message, the DLQ copy) that a runner which died part-way left undone.
-- `start` marks the attempt `running` (one more write; optional for the Lambda consumer).
-- `succeed` and `fail` end the attempt with one conditional write each, so an illegal
-  transition (succeeded → running on a duplicate delivery, say) is refused. `fail` schedules
+- `start` takes the attempt: `running`, with this runner recorded as its one holder until its
+  lease (sundial.store.attempts). A running attempt is taken over only once its holder's lease
+  is past, whatever message asks; `extend` is a worker's heartbeat.
+- `succeed` and `fail` end the attempt with one conditional write each, by its holder only, so
+  an illegal transition (succeeded → running on a duplicate delivery, a runner that lost its
+  attempt ending it) is refused. `fail` schedules
   the retry (SQS DelaySeconds up to 15 minutes, a timer item in the table beyond) or, when the
   attempts run out or the error is not retryable, marks the job `dead` and sends it to its
   queue's DLQ.
@@ -17,8 +20,10 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import secrets
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,21 +37,55 @@ from sundial.ids import JobKey
 from sundial.model.job import AttemptError, Job, Status
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
-from sundial.store.jobs import JobStore
+from sundial.store.jobs import JobStore, may_be_behind_a_sweep
 from sundial.store.payloads import PayloadStore
+from sundial.timing import CLOCK_SKEW_MS, LEGACY_RUNNER_MS
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
 
 MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
 MAX_ERROR_MESSAGE = 500
 MAX_TRACEBACK_HEAD = 1_000
-# A `running` job whose runner has been silent this long is taken to be dead.
-RUNNING_TAKEOVER_MS = 15 * 60 * 1000
 
 logger = Logger(child=True)
 
 
 class AttemptBusyError(Exception):
-    """Another delivery of the same attempt is running it now; SQS will deliver this again."""
+    """Another delivery of the same attempt is running it now; SQS will deliver this again.
+    `free_at_ms`: the earliest time a take-over can happen, if the holder stops renewing."""
+
+    def __init__(self, message: str, *, free_at_ms: int) -> None:
+        super().__init__(message)
+        self.free_at_ms = free_at_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An attempt this runner took (Attempts.start): its number, when it started, and the
+    holder token that alone may extend or end it."""
+
+    attempt: int
+    started_ms: int
+    runner: str
+
+
+def new_runner_token() -> str:
+    """A holder token: random and unguessable (a worker's lease token carries it, and whoever
+    holds it may end the attempt)."""
+    return secrets.token_urlsafe(16)
+
+
+def holder_lease_end(job: Job) -> int:
+    """Until when a running attempt's holder is provably alive: its lease (an attempt taken
+    before holders were recorded: by a Lambda, which lives at most LEGACY_RUNNER_MS)."""
+    if job.runner_until_ms is not None:
+        return job.runner_until_ms
+    return (job.started_at_ms or 0) + LEGACY_RUNNER_MS
+
+
+def holder_stopped(job: Job, now_ms: int) -> bool:
+    """Whether a running attempt's holder has provably stopped: its lease is past by more than
+    the clocks' skew (the same bound as the take-over's write, sundial.store.attempts)."""
+    return holder_lease_end(job) < now_ms - CLOCK_SKEW_MS
 
 
 class DagHooks(Protocol):
@@ -111,22 +150,32 @@ class Attempts:
         if job.dag is not None:  # only a DAG node needs (and loads) the DAG engine
             self.dags.node_stopped(job)
 
-    def admit(
-        self, job: Job, attempt: int, *, revision: int = 0, redelivered: bool = False
-    ) -> bool:
+    def admit(self, job: Job, attempt: int, *, revision: int = 0, queue: str) -> bool:
         """The fence. False means: acknowledge this delivery without running the job.
+        `queue`: the queue the message was delivered on; a message naming a job of another
+        queue (anyone who may send to a queue can put any body on it) never touches that job.
         `revision`: the envelope's (the job's revision when the message was sent); a message
-        sent before the job was changed (PATCH /jobs/{id}) is stale: its time or payload is
-        not the job's any more, and the change sent or will send the job anew.
-        `redelivered`: SQS delivered this message before and its visibility ran out, so a
-        runner that still shows the attempt `running` has stopped extending its lease."""
+        sent before the job was changed (a move, a retry by id) is stale: its time or payload
+        is not the job's any more, and the change sent or will send the job anew.
+        AttemptBusyError: the attempt's holder is alive; the delivery is to come back later."""
+        if job.queue != queue:
+            logger.warning(
+                "skipped: the message names a job of another queue",
+                extra={"id": job.id, "job_queue": job.queue, "delivered_on": queue},
+            )
+            return False
         if revision != job.revision:
             extra = {"id": job.id, "revision": revision, "job_revision": job.revision}
             logger.info("skipped: the job was changed after this message was sent", extra=extra)
             return False
-        return self._admit_attempt(job, attempt, redelivered=redelivered)
+        if job.dag is not None and job.dag.held:
+            # Its DAG is paused (the pause may have come between the node's send and this
+            # delivery): it does not run; the DAG's resume sends it again.
+            logger.info("skipped: the job's DAG is paused", extra={"id": job.id})
+            return False
+        return self._admit_attempt(job, attempt)
 
-    def _admit_attempt(self, job: Job, attempt: int, *, redelivered: bool) -> bool:
+    def _admit_attempt(self, job: Job, attempt: int) -> bool:
         """The fence for a message of the job's current revision (admit)."""
         extra = {"id": job.id, "status": str(job.status), "attempt": attempt}
         if job.status in (Status.CANCELLED, Status.SUCCEEDED):
@@ -137,7 +186,8 @@ class Attempts:
             return False
         if job.attempts == attempt and job.status is Status.FAILED:
             # This attempt failed before but the retry may not have been scheduled (the runner
-            # died in between): schedule it again. A duplicate retry message is harmless.
+            # died in between): schedule it again. A duplicate retry message is harmless: its
+            # attempt is taken once (mark_running), and a duplicate timer is the same item.
             assert job.next_attempt_at_ms is not None
             self.schedule_retry(job, attempt + 1, job.next_attempt_at_ms)
             return False
@@ -146,10 +196,12 @@ class Attempts:
             self._node_stopped(job)  # likewise the DAG's reaction, for a DAG node
             return False
         if job.attempts == attempt and job.status is Status.RUNNING:
-            started = job.started_at_ms or 0
-            if not redelivered and self.deps.clock.now_ms() - started < RUNNING_TAKEOVER_MS:
-                raise AttemptBusyError(f"job {job.id} attempt {attempt} is running elsewhere")
-            logger.warning("taking over an attempt whose runner went silent", extra=extra)
+            if not holder_stopped(job, self.deps.clock.now_ms()):
+                raise AttemptBusyError(
+                    f"job {job.id} attempt {attempt} is running elsewhere",
+                    free_at_ms=holder_lease_end(job) + CLOCK_SKEW_MS + 1,
+                )
+            logger.warning("taking over an attempt whose holder's lease ran out", extra=extra)
             return True
         direct_pending = job.status is Status.PENDING and job.direct
         if job.attempts == attempt - 1 and (
@@ -159,23 +211,34 @@ class Attempts:
         logger.info("skipped: not this attempt's turn (duplicate or stale)", extra=extra)
         return False
 
-    def start(self, job: Job, attempt: int) -> int | None:
-        """Mark the attempt running. Returns its start time, or None if another runner has it."""
+    def start(self, job: Job, attempt: int, *, lease_until_ms: int) -> Held | None:
+        """Take the attempt: mark it running with this runner as its holder, provably alive
+        until `lease_until_ms`. None if another runner has it, or it was cancelled since."""
         started = self.deps.clock.now_ms()
-        taking_over = job.attempts == attempt and job.status is Status.RUNNING
+        runner = new_runner_token()
         running, current = self.deps.attempt_store.mark_running(
             job.key,
             attempt=attempt,
             now_ms=started,
+            runner=runner,
+            runner_until_ms=lease_until_ms,
             revision=job.revision,
-            taking_over_from_ms=(job.started_at_ms or 0) if taking_over else None,
+            take_over=job.attempts == attempt and job.status is Status.RUNNING,
         )
         if not running:
             logger.info("attempt taken by another runner", extra=_ids(job, attempt, current))
             return None
-        return started
+        return Held(attempt=attempt, started_ms=started, runner=runner)
 
-    def succeed(self, job: Job, attempt: int, *, started_ms: int, result: Any) -> bool:
+    def extend(self, job: Job, held: Held, *, lease_until_ms: int) -> bool:
+        """A holder's heartbeat: the attempt stays its own until `lease_until_ms`. False if it
+        lost the attempt (ended, or taken over after its lease ran out)."""
+        extended, _ = self.deps.attempt_store.extend_runner(
+            job.key, attempt=held.attempt, runner=held.runner, until_ms=lease_until_ms
+        )
+        return extended
+
+    def succeed(self, job: Job, held: Held, *, result: Any) -> bool:
         """End the attempt as succeeded, storing a small result. False if refused."""
         now = self.deps.clock.now_ms()
         result_json = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
@@ -184,19 +247,22 @@ class Attempts:
             result_json = json.dumps({"omitted": f"result over {MAX_RESULT_BYTES} bytes"})
         written, current = self.deps.attempt_store.record_attempt(
             job.key,
-            attempt=attempt,
+            attempt=held.attempt,
+            runner=held.runner,
             outcome=Status.SUCCEEDED,
-            started_at_ms=started_ms,
+            started_at_ms=held.started_ms,
             now_ms=now,
             result_json=result_json if result is not None else None,
             expires_at_s=self._expiry(now),
         )
         if written:
-            logger.info("job succeeded", extra={"id": job.id, "attempt": attempt})
+            logger.info("job succeeded", extra={"id": job.id, "attempt": held.attempt})
             if job.dag is not None:
                 self.dags.node_succeeded(job, result_json if result is not None else None)
         else:
-            logger.warning("job ran but its status had moved on", extra=_ids(job, attempt, current))
+            logger.warning(
+                "job ran but its status had moved on", extra=_ids(job, held.attempt, current)
+            )
             if current is not None and current.status is Status.SUCCEEDED and current.dag:
                 # A repeated report (a worker's retried ack): finish a release cut short.
                 self.dags.node_succeeded(current, current.result_json)
@@ -205,9 +271,8 @@ class Attempts:
     def fail(
         self,
         job: Job,
-        attempt: int,
+        held: Held,
         *,
-        started_ms: int,
         error: AttemptError,
         retryable: bool = True,
         retry_delay_ms: int | None = None,
@@ -216,6 +281,7 @@ class Attempts:
         policy's backoff) or dead. Returns the new status, or None if the write was refused."""
         deps = self.deps
         now = deps.clock.now_ms()
+        attempt = held.attempt
         next_at: int | None = None
         if retryable and attempt < job.max_attempts:
             if retry_delay_ms is None:
@@ -226,8 +292,9 @@ class Attempts:
         written, current = deps.attempt_store.record_attempt(
             job.key,
             attempt=attempt,
+            runner=held.runner,
             outcome=outcome,
-            started_at_ms=started_ms,
+            started_at_ms=held.started_ms,
             now_ms=now,
             error=error,
             next_attempt_at_ms=next_at,
@@ -248,21 +315,36 @@ class Attempts:
         return outcome
 
     def schedule_retry(self, job: Job, attempt: int, at_ms: int) -> None:
+        """Send attempt `attempt` for `at_ms`: with SQS DelaySeconds when that is within 15
+        minutes, else as a timer item the sweeps dispatch at its time. A timer's placement is
+        checked by the clock after its write, not before: a write slow enough for a sweep to
+        have passed its time since (botocore's retries under throttling) is followed by the
+        send here, so the retry is never stranded (a second message of it runs once: the
+        attempt's take)."""
         deps = self.deps
+        if at_ms - deps.clock.now_ms() > SQS_MAX_DELAY_S * 1000:
+            self._put_timer(job, attempt, at_ms)
+            if not may_be_behind_a_sweep(at_ms, written_by_ms=deps.clock.now_ms()):
+                return
+            logger.warning(
+                "a retry timer was written late: its retry is sent now too", extra={"id": job.id}
+            )
         now = deps.clock.now_ms()
-        if at_ms - now <= SQS_MAX_DELAY_S * 1000:
-            if deps.queues.send([Outgoing(job, attempt=attempt, due_ms=at_ms)], now_ms=now):
-                raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
-            return
-        # Beyond SQS's 15-minute delay: a timer item the sweeper dispatches at the time. It is
-        # written more than 15 minutes ahead, so no sweep can have passed it (see timing.py).
-        if job.payload_ref is not None and deps.payloads is not None:
-            # The retry may be far out (a worker's retry_after, a long backoff): its stored
-            # payload's lifecycle restarts first, as a move's does.
-            deps.payloads.refresh(job.payload_ref)
+        if deps.queues.send([Outgoing(job, attempt=attempt, due_ms=at_ms)], now_ms=now):
+            raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
+
+    def _put_timer(self, job: Job, attempt: int, at_ms: int) -> None:
+        """The timer item of attempt `attempt`: one PutItem (all a consumer's role may write
+        beyond its job). Its key is the same for the same attempt and time, so a repair of a
+        runner that died after scheduling (the fence, on the failed attempt's redelivery)
+        writes no second timer."""
+        deps = self.deps
+        seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
         timer = Job(
             key=JobKey(
-                shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))
+                shard=job.key.shard,
+                due_ms=at_ms,
+                ulid=str(ULID.from_bytes(at_ms.to_bytes(6, "big") + seed[:10])),
             ),
             queue=job.queue,
             payload_json=job.payload_json,
@@ -276,7 +358,7 @@ class Attempts:
             expires_at_s=self._expiry(at_ms),
             dag=job.dag,  # the retry's message carries the node's DAG context too
         )
-        deps.store.put_if_absent(timer)  # one PutItem: all a consumer's role may write
+        deps.store.put_if_absent(timer, now_ms=deps.clock.now_ms())
 
     def to_dead_letter_queue(self, job: Job, attempt: int) -> None:
         deps = self.deps

@@ -11,8 +11,9 @@ Users import it through its public face, `sundial.consumer`:
 For each SQS record (Powertools batch processing, partial batch responses):
 1. decode and validate the envelope; a body that is not one fails the record, so SQS redrives
    it to the DLQ after maxReceiveCount;
-2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, or if this
-   delivery is for an attempt that is no longer due (a duplicate);
+2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, if this
+   delivery is for an attempt that is no longer due (a duplicate) or for an older revision
+   (moved or retried since), or if the job is not of the queue that delivered the message;
    a payload stored in S3 (`payload_ref`) is fetched and checked against its sha256 here, and
    the function gets the envelope with the payload in place, as if it had been inline. A
    missing or altered object is a permanent failure of the attempt (the job goes dead, to the
@@ -20,8 +21,10 @@ For each SQS record (Powertools batch processing, partial batch responses):
 3. take the attempt: one conditional write `queued -> running` for this attempt. It fails if
    the job was cancelled after the read, and then the function is not called: so a cancel
    that answered 200 `cancelled` means the effect never runs, and a cancel that comes after
-   this write answers 409 (the attempt has started). A redelivery of a `running` attempt
-   (its runner stopped renewing the message's visibility: it died) takes it over;
+   this write answers 409 (the attempt has started). The write records this delivery as the
+   attempt's holder until the invocation's deadline; a delivery of a `running` attempt takes
+   it over only once its holder's deadline is past (sundial.store.attempts), and is turned
+   away as busy before (the record fails, SQS delivers it again later);
 4. call the function;
 5. end the attempt with one conditional write: `succeeded` with the result, or on an exception
    `failed` with the error and the retry scheduled (SQS DelaySeconds up to 15 minutes, a
@@ -53,13 +56,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.model.job import Priority
-from sundial.model.payloads import PayloadUnavailable
+from sundial.model.payloads import PayloadRef, PayloadUnavailable
 from sundial.runs.attempts import (
     Attempts,
     LifecycleDeps,
     attempt_error,
 )
 from sundial.store.payloads import PayloadStore
+from sundial.timing import LEGACY_RUNNER_MS
 from sundial.transport.envelope import Envelope
 from sundial.transport.sender import QueueSender
 
@@ -83,12 +87,19 @@ def _log_keys(**keys: object) -> Iterator[None]:
         logger.thread_safe_remove_keys(keys)
 
 
-def with_stored_payload(envelope: Envelope, payloads: PayloadStore | None) -> Envelope:
-    """The envelope with its payload in place: fetched from S3 and checked, for a payload
-    stored there; as it is otherwise. PayloadUnavailable if it cannot be had for good."""
-    if envelope.payload_ref is None:
+class UnknownQueueError(RuntimeError):
+    """A record from an SQS queue this consumer is not configured with."""
+
+
+def with_stored_payload(
+    envelope: Envelope, ref: PayloadRef | None, payloads: PayloadStore | None
+) -> Envelope:
+    """The envelope with its payload in place: for a job whose item references a payload
+    stored in S3 (`ref`, the item's: never the message's, which anyone able to send to the
+    queue could point at another object), fetched and checked; as it is otherwise.
+    PayloadUnavailable if it cannot be had for good."""
+    if ref is None:
         return envelope
-    ref = envelope.payload_ref.ref()
     if payloads is None:
         raise PayloadUnavailable(
             f"job {envelope.id}'s payload is stored in S3 ({ref.key}) and this consumer has no "
@@ -170,6 +181,10 @@ class JobConsumer:
         self._non_retryable: tuple[type[BaseException], ...] = (NonRetryableError, *non_retryable)
         self._deps_factory = deps
         self._attempts: Attempts | None = None
+        self._queue_of_name: dict[str, str] | None = None
+        # Until when an attempt taken by this invocation is provably its own (lambda_handler
+        # sets it from the invocation's remaining time).
+        self._deadline_ms = 0
 
     @property
     def attempts(self) -> Attempts:
@@ -182,6 +197,10 @@ class JobConsumer:
         return self.attempts.deps
 
     def lambda_handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # This invocation cannot outlive its deadline, so an attempt it takes is provably its
+        # own until then (the holder's lease, sundial.store.attempts).
+        remaining = context.get_remaining_time_in_millis() if context else LEGACY_RUNNER_MS
+        self._deadline_ms = self.deps.clock.now_ms() + remaining
         # A batch whose every record failed is reported item by item too, not as an error.
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         response = process_partial_response(
@@ -197,25 +216,21 @@ class JobConsumer:
 
     def _handle(self, record: SQSRecord, envelope: Envelope) -> None:
         attempt = envelope.attempt
+        queue = self._delivered_on(record)
         job = self.deps.store.get(JobKey.from_job_id(envelope.id))
         if job is None:
             logger.warning("job not found: expired or never accepted", extra={"id": envelope.id})
             return
-        # A message SQS delivered before came back because its runner stopped renewing it.
-        # (Lambda's event always carries the count; a hand-made record may not.)
-        receive_count = record.raw_event.get("attributes", {}).get("ApproximateReceiveCount", "1")
-        redelivered = int(receive_count) > 1
-        if not self.attempts.admit(
-            job, attempt, revision=envelope.revision, redelivered=redelivered
-        ):
+        if not self.attempts.admit(job, attempt, revision=envelope.revision, queue=queue):
             return
         unavailable: PayloadUnavailable | None = None
         try:
-            envelope = with_stored_payload(envelope, self.deps.payloads)
+            # The payload the job item references (the message's could name another object).
+            envelope = with_stored_payload(envelope, job.payload_ref, self.deps.payloads)
         except PayloadUnavailable as error:
             unavailable = error  # the attempt is taken, then fails for good: below
-        started = self.attempts.start(job, attempt)
-        if started is None:
+        held = self.attempts.start(job, attempt, lease_until_ms=self._deadline_ms)
+        if held is None:
             return  # cancelled since the read, or another runner took the attempt
         try:
             if unavailable is not None:
@@ -224,9 +239,26 @@ class JobConsumer:
         except Exception as error:  # every failure of the job is recorded
             failure = attempt_error(error, attempt=attempt, at_ms=self.deps.clock.now_ms())
             retryable = not isinstance(error, (*self._non_retryable, PayloadUnavailable))
-            self.attempts.fail(job, attempt, started_ms=started, error=failure, retryable=retryable)
+            self.attempts.fail(job, held, error=failure, retryable=retryable)
         else:
-            self.attempts.succeed(job, attempt, started_ms=started, result=result)
+            self.attempts.succeed(job, held, result=result)
+
+    def _delivered_on(self, record: SQSRecord) -> str:
+        """The Sundial queue whose SQS queue (or priority queue) delivered `record`, from the
+        record's source ARN: an ARN and a URL both end with the queue's name. A queue this
+        consumer is not configured with is an error (the record fails; after the queue's
+        maxReceiveCount SQS moves it to the DLQ): it cannot tell whose jobs it may run."""
+        if self._queue_of_name is None:
+            settings = self.deps.settings
+            urls = (*settings.queue_urls.items(), *settings.priority_queue_urls.items())
+            self._queue_of_name = {url.rsplit("/", 1)[-1]: queue for queue, url in urls}
+        name = record.event_source_arn.rsplit(":", 1)[-1]
+        if name not in self._queue_of_name:
+            raise UnknownQueueError(
+                f"message from SQS queue {name}, which is none of this consumer's queues "
+                "(SUNDIAL_QUEUE_URLS, SUNDIAL_PRIORITY_QUEUE_URLS)"
+            )
+        return self._queue_of_name[name]
 
     def _run_with_heartbeat(self, envelope: Envelope, receipt_handle: str) -> Any:
         if self._visibility_s is None or envelope.queue not in self.deps.settings.queue_urls:

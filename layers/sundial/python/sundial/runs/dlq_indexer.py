@@ -35,6 +35,8 @@ REDRIVE_ERROR = "DeliveryLimitExceeded"
 
 
 INVALID_ENVELOPE_ERROR = "InvalidEnvelope"
+# An envelope on one queue's DLQ naming a job of another queue (kept, never replayed).
+FOREIGN_ENVELOPE_ERROR = "ForeignEnvelope"
 
 
 MAX_BODY_CHARS = 4_096
@@ -74,10 +76,18 @@ class DeadLetterIndexer:
             if queue is None:
                 raise RuntimeError(f"message from unknown DLQ {record.event_source_arn}") from error
             return self._index_invalid(record, queue, error, now)
+        if queue is None:
+            # Every DLQ this indexer reads is configured: a letter it cannot place is a wiring
+            # error, and it must not decide any job (SQS delivers it again once fixed).
+            raise RuntimeError(f"message from unknown DLQ {record.event_source_arn}")
         found = self._store.get(JobKey.from_job_id(envelope.id))
         if found is None:
             logger.warning("dead letter for an expired job dropped", extra={"id": envelope.id})
             return None
+        if found.queue != queue or envelope.queue != queue:
+            # A team may send anything to its own queue, and so to its DLQ: an envelope naming
+            # another queue's job must not decide that job. Kept, as a letter of this queue.
+            return self._index_foreign(record, queue, envelope, now)
         job = found if found.status is Status.DEAD else self._mark_redriven(found, envelope, now)
         if job is None:
             return None
@@ -115,12 +125,34 @@ class DeadLetterIndexer:
         self._letters.put(letter, expires_at_s=now // 1000 + self._retention_s)
         return letter
 
+    def _index_foreign(
+        self, record: SQSRecord, queue: str, envelope: Envelope, now: int
+    ) -> DeadLetter:
+        """An envelope on `queue`'s DLQ that names a job of another queue: kept by its message
+        id, like a body that is not an envelope, and never replayed."""
+        logger.warning(
+            "dead letter names a job of another queue; the job is left alone",
+            extra={"id": envelope.id, "dlq_queue": queue, "envelope_queue": envelope.queue},
+        )
+        letter = DeadLetter(
+            queue=queue,
+            dead_at_ms=int(record.attributes.sent_timestamp),
+            ref=record.message_id,
+            job_id=None,
+            attempt=None,
+            error_type=FOREIGN_ENVELOPE_ERROR,
+            message=f"names job {envelope.id}, which is not a job of queue '{queue}'"[:500],
+            body=record.body[:MAX_BODY_CHARS],
+        )
+        self._letters.put(letter, expires_at_s=now // 1000 + self._retention_s)
+        return letter
+
     def _mark_redriven(self, job: Job, envelope: Envelope, now: int) -> Job | None:
         """SQS redrove the message: its consumer kept failing before it ended the attempt, so
-        the job is marked dead here, if that attempt is still the one waiting or running. None
-        when the job went on otherwise meanwhile: it finished, or it was retried after it died
-        (by id or a replay) before this letter was read, and its next attempt must not die of
-        this one's letter."""
+        the job is marked dead here, if that attempt of that revision is still the one waiting
+        or running. None when the job went on otherwise meanwhile: it finished, it was moved,
+        or it was retried (by id or a replay) before this letter was read, and its next attempt
+        must not die of this one's letter."""
         redriven = AttemptError(
             attempt=envelope.attempt,
             at_ms=now,
@@ -131,6 +163,7 @@ class DeadLetterIndexer:
         marked, current = self._attempt_store.mark_dead(
             job.key,
             attempt=envelope.attempt,
+            revision=envelope.revision,
             error=redriven,
             now_ms=now,
             expires_at_s=now // 1000 + self._retention_s,

@@ -1,11 +1,15 @@
 """Jobs for workers outside Lambda: lease (long-poll SQS), heartbeat, ack, nack.
 
 A lease is an SQS receive with the queue's visibility timeout (or the worker's choice): while
-it lasts no one else receives the message. The lease token carries the receipt handle, so the
-API keeps no state of its own. Each leased job passes the same fence as the Lambda consumer
-SDK and is marked `running`; ack and nack end the attempt with the same conditional writes
-(sundial.runs.attempts), then delete the message. A worker that dies stops heartbeating, its lease
-runs out, SQS delivers the message again, and the next lease takes the attempt over.
+it lasts no one else receives the message. Each leased job passes the same fence as the Lambda
+consumer SDK and is taken (`running`) with the lease as its holder's lease: the job item records
+the holder's random token and until when the lease runs (sundial.store.attempts). The lease
+token carries the receipt handle and the holder token, so the API keeps no state of its own and
+nobody but the worker it was given to can use it (Lease). A heartbeat extends the holder's lease
+and the message's visibility; ack and nack end the attempt with the same conditional writes
+(sundial.runs.attempts), by its holder only, then delete the message. A worker that dies stops
+heartbeating, its lease runs out, SQS delivers the message again, and the next lease takes the
+attempt over; the dead worker's token, if it comes back, ends nothing.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from sundial.errors import Conflict, InvalidInput, JobNotFound, QueueNotFound
 from sundial.ids import JobKey
 from sundial.model.job import AttemptError, Job
+from sundial.model.payloads import PayloadUnavailable, queue_prefix
 from sundial.retry import integral
-from sundial.runs.attempts import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts
-from sundial.transport.envelope import Envelope
+from sundial.runs.attempts import MAX_ERROR_MESSAGE, AttemptBusyError, Attempts, Held
+from sundial.transport.envelope import Envelope, PayloadRefView
 from sundial.transport.receiver import (
     SQS_MAX_RECEIVE,
     SQS_MAX_VISIBILITY_S,
@@ -98,17 +103,32 @@ class NackRequest(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class Lease:
+    """What a lease token carries. The API keeps no state of its own: the token is checked
+    against the attempt as stored, whose holder (`runner`, a random token recorded when the
+    lease took the attempt) only the worker given the token knows, so a made-up or altered
+    token can end, extend or nack nothing; and its queue must be the job's."""
+
     job_id: str
     queue: str
     attempt: int
     receipt_handle: str
+    runner: str
 
     def token(self) -> str:
         raw = json.dumps(
-            {"j": self.job_id, "q": self.queue, "a": self.attempt, "r": self.receipt_handle},
+            {
+                "j": self.job_id,
+                "q": self.queue,
+                "a": self.attempt,
+                "r": self.receipt_handle,
+                "h": self.runner,
+            },
             separators=(",", ":"),
         ).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def held(self, job: Job) -> Held:
+        return Held(attempt=self.attempt, started_ms=job.started_at_ms or 0, runner=self.runner)
 
     @classmethod
     def parse(cls, token: str, job_id: str) -> Lease:
@@ -119,6 +139,7 @@ class Lease:
                 queue=str(value["q"]),
                 attempt=int(value["a"]),
                 receipt_handle=str(value["r"]),
+                runner=str(value["h"]),
             )
         except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
             raise InvalidInput("lease", "not a lease token returned by /lease") from None
@@ -159,27 +180,35 @@ class LeaseService:
             visibility_s=request.lease_seconds,
         )
         now = self._deps.clock.now_ms()
+        until = now + request.lease_seconds * 1000
         leased = []
         for message in messages:
-            job = self._admit(queue, message.body, message.receipt_handle, message.receive_count)
-            if job is not None:
-                lease = Lease(job.id, queue, job.attempt, message.receipt_handle)
+            admitted = self._admit(queue, message.body, message.receipt_handle, until)
+            if admitted is not None:
+                envelope, job, held = admitted
+                lease = Lease(job.id, queue, envelope.attempt, message.receipt_handle, held.runner)
                 url = self._payload_url(job, request.lease_seconds)
-                leased.append(LeasedJob(job, lease, now + request.lease_seconds * 1000, url))
+                # The reference the job item holds (the one presigned), not the message's.
+                ref = PayloadRefView(**job.payload_ref.as_json()) if job.payload_ref else None
+                envelope = envelope.model_copy(update={"payload_ref": ref})
+                leased.append(LeasedJob(envelope, lease, until, url))
         return leased
 
-    def _payload_url(self, envelope: Envelope, lease_seconds: int) -> str | None:
+    def _payload_url(self, job: Job, lease_seconds: int) -> str | None:
         """A presigned GET of the job's stored payload, expiring with the lease (a heartbeat
-        extends the lease, not the URL: the worker fetches the payload as it starts)."""
-        if envelope.payload_ref is None or self._deps.payloads is None:
+        extends the lease, not the URL: the worker fetches the payload as it starts). Only the
+        object the job item references, under its own queue's prefix: never one a message
+        names (anyone able to send to the queue could name another team's object)."""
+        ref = job.payload_ref
+        if ref is None or self._deps.payloads is None:
             return None  # no bucket: the worker reports the payload unavailable (a nack)
-        return self._deps.payloads.presigned_get(
-            envelope.payload_ref.ref(), expires_s=lease_seconds
-        )
+        if not ref.key.startswith(queue_prefix(job.queue)):
+            raise PayloadUnavailable(f"job {job.id}'s payload is not under its queue's prefix")
+        return self._deps.payloads.presigned_get(ref, expires_s=lease_seconds)
 
     def _admit(
-        self, queue: str, body: str, receipt_handle: str, receive_count: int
-    ) -> Envelope | None:
+        self, queue: str, body: str, receipt_handle: str, until_ms: int
+    ) -> tuple[Envelope, Job, Held] | None:
         try:
             envelope = Envelope.model_validate_json(body)
         except ValidationError:
@@ -189,32 +218,45 @@ class LeaseService:
         job = self._deps.store.get(JobKey.from_job_id(envelope.id))
         try:
             runnable = job is not None and self._attempts.admit(
-                job, envelope.attempt, revision=envelope.revision, redelivered=receive_count > 1
+                job, envelope.attempt, revision=envelope.revision, queue=queue
             )
-        except AttemptBusyError:
-            return None  # comes back after the lease; by then the other runner is done or gone
-        if not runnable or job is None or self._attempts.start(job, envelope.attempt) is None:
+        except AttemptBusyError as busy:
+            # Another worker holds the attempt: the message comes back when its lease could
+            # have run out, and a lease then takes the attempt over only if it did.
+            wait_ms = busy.free_at_ms - self._deps.clock.now_ms()
+            self._receiver.extend(queue, receipt_handle, max(1, -(-wait_ms // 1000)))
+            return None
+        held = (
+            self._attempts.start(job, envelope.attempt, lease_until_ms=until_ms)
+            if runnable and job is not None
+            else None
+        )
+        if held is None or job is None:
             self._receiver.delete(queue, receipt_handle)
             return None
-        return envelope
+        return envelope, job, held
 
     def heartbeat(self, job_id: str, request: HeartbeatRequest) -> Job:
-        """Extend the lease; returns the job, so a worker sees e.g. that it is still running."""
-        lease = self._lease(job_id, request.lease)
+        """Extend the lease: the attempt stays this worker's (a conditional write on its holder)
+        and its message invisible. Returns the job, so a worker sees e.g. that it still runs.
+        409 once the attempt is not this lease's any more (it ended, or another worker took it
+        over after this lease ran out)."""
+        lease, job = self._lease(job_id, request.lease)
+        until = self._deps.clock.now_ms() + request.lease_seconds * 1000
+        if not self._attempts.extend(job, lease.held(job), lease_until_ms=until):
+            raise Conflict("the lease has expired; another worker may have the job")
         try:
             self._receiver.extend(lease.queue, lease.receipt_handle, request.lease_seconds)
         except LeaseExpired:
-            raise Conflict("the lease has expired; another worker may have the job") from None
+            # The attempt is still this worker's (above); a delivery of its message meanwhile
+            # finds it held and is turned away as busy.
+            logger.info("heartbeat: the message's receipt expired; the attempt is still held")
         return self._job(job_id)
 
     def ack(self, job_id: str, request: AckRequest) -> Job:
         """The attempt succeeded: store the result, remove the message."""
-        lease = self._lease(job_id, request.lease)
-        job = self._job(job_id)
-        started = job.started_at_ms or self._deps.clock.now_ms()
-        written = self._attempts.succeed(
-            job, lease.attempt, started_ms=started, result=request.result
-        )
+        lease, job = self._lease(job_id, request.lease)
+        written = self._attempts.succeed(job, lease.held(job), result=request.result)
         self._remove(lease)
         if not written:
             raise Conflict(
@@ -225,8 +267,7 @@ class LeaseService:
 
     def nack(self, job_id: str, request: NackRequest) -> Job:
         """The attempt failed: record it and schedule the retry (or mark the job dead)."""
-        lease = self._lease(job_id, request.lease)
-        job = self._job(job_id)
+        lease, job = self._lease(job_id, request.lease)
         now = self._deps.clock.now_ms()
         error = AttemptError(
             attempt=lease.attempt,
@@ -240,8 +281,7 @@ class LeaseService:
         )
         outcome = self._attempts.fail(
             job,
-            lease.attempt,
-            started_ms=job.started_at_ms or now,
+            lease.held(job),
             error=error,
             retryable=request.retryable,
             retry_delay_ms=delay_ms,
@@ -254,12 +294,17 @@ class LeaseService:
             )
         return self._job(job_id)
 
-    def _lease(self, job_id: str, token: str) -> Lease:
+    def _lease(self, job_id: str, token: str) -> tuple[Lease, Job]:
+        """The lease a token names, and its job; 400 unless the token is well formed and names
+        this job and the job's own queue (its receipt handle is used on that queue only)."""
         JobKey.from_job_id(job_id)  # a malformed id is a 400 before anything else
         lease = Lease.parse(token, job_id)
         if lease.queue not in self._deps.settings.queue_urls:
             raise InvalidInput("lease", "names an unknown queue")
-        return lease
+        job = self._job(job_id)
+        if lease.queue != job.queue:
+            raise InvalidInput("lease", "names another queue than the job's")
+        return lease, job
 
     def _job(self, job_id: str) -> Job:
         job = self._deps.store.get(JobKey.from_job_id(job_id))

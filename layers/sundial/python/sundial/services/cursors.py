@@ -17,8 +17,8 @@ _NOT_OURS = "not a cursor returned by this listing"
 
 
 def encode_cursor(queue: str, sk: str, *, listing: str | None = None) -> str:
-    """`listing`: None for the dead letters (their cursors predate the others' and keep their
-    form); a name for every other listing, so one listing's cursor is refused by another."""
+    """`listing`: the listing's name (and, for one whose query's range is chosen by the caller,
+    that range), so one listing's cursor is refused by another."""
     fields = {"q": queue, "sk": sk} | ({"l": listing} if listing is not None else {})
     raw = json.dumps(fields, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")

@@ -11,7 +11,7 @@ DAG has no delete (a cancel keeps its nodes until they expire), so its entries e
 from __future__ import annotations
 
 import random
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from sundial.clock import Clock
 from sundial.errors import Conflict, DagNotFound, InvalidInput, QueueNotFound, Unavailable
@@ -33,7 +33,11 @@ from sundial.services.jobs import JobService
 from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.jobs import JobStore
-from sundial.timing import DIRECT_WINDOW_MS
+from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+
+# A DAG cancel reads and cancels again while it finds nodes to cancel (a submit in flight
+# writes its roots last); a third pass finds nothing unless the DAG was submitted again.
+_CANCEL_PASSES = 3
 
 
 class DagService:
@@ -94,15 +98,34 @@ class DagService:
         # The queues' index first (services module docstring: "The DAG listing"): a submit that
         # dies after it leaves an entry with no nodes, which a listing passes over.
         queues = {node.queue for node in nodes}
-        for entry in dag_entries(key, queues, created_at_ms=now, retention_s=self._retention_s):
+        for entry in dag_entries(key, queues, created_at_ms=now):
             self._listing.put(entry)
         # Blocked nodes first: if the submit dies part-way, nothing written can run, and every
         # item written expires (a root due later is written only once all the others exist).
-        self._store.put_new([node for node in nodes if node.status is Status.BLOCKED])
+        blocked = [node for node in nodes if node.status is Status.BLOCKED]
+        self._store.put_new(blocked, now_ms=self._clock.now_ms())
         roots = [node for node in nodes if node.status is not Status.BLOCKED]
-        if self._jobs.dispatch_direct(self._jobs.write_new(roots, now)):
+        direct = self._jobs.write_new(roots, now)
+        if blocked and self._cancelled_meanwhile(key):
+            # A DELETE /dags/{id} read the DAG after its blocked nodes and before its roots,
+            # cancelled what it read and answered 200: the roots must never run either.
+            self._cancel_nodes(roots)
+            return self.get(key.dag_id)
+        if self._jobs.dispatch_direct(direct):
             raise Unavailable(f"DAG {key.dag_id}: a root could not be handed to SQS; retry")
         return DagView(key, nodes)
+
+    def _cancelled_meanwhile(self, key: DagKey) -> bool:
+        """Whether a node of the DAG is cancelled already, as the submit finishes writing it."""
+        return any(node.status is Status.CANCELLED for node in self._nodes.dag_nodes(key))
+
+    def _cancel_nodes(self, nodes: Sequence[Job]) -> list[Job]:
+        """Cancel the cancellable ones of `nodes`, blocked first (see cancel)."""
+        now = self._clock.now_ms()
+        cancellable = [node for node in nodes if node.status in CANCELLABLE]
+        for node in sorted(cancellable, key=lambda n: n.status is not Status.BLOCKED):
+            self._store.cancel(node.key, now_ms=now, expires_at_s=now // 1000 + self._retention_s)
+        return cancellable
 
     def of_queue(
         self, queue: str, *, readable: Collection[str], limit: int, cursor: str | None
@@ -176,15 +199,19 @@ class DagService:
     def cancel(self, dag_id: str) -> DagView:
         """Cancel every node not yet finished or running. Blocked nodes go first, so a node
         that succeeds meanwhile finds its children cancelled and releases nothing. A running
-        node runs on; its message, like any cancelled job's, is skipped if not yet started."""
+        node runs on; its message, like any cancelled job's, is skipped if not yet started.
+
+        The DAG is read again after each pass until a read finds nothing left to cancel: its
+        submit may still be writing it (its roots come last). A root written after that last
+        read is cancelled by the submit itself, which reads the DAG after writing its roots
+        and, finding a node cancelled (this cancel's writes came before that last read), never
+        sends them (submit, _cancelled_meanwhile)."""
         view = self.get(dag_id)
-        now = self._clock.now_ms()
-        for node in sorted(view.nodes, key=lambda n: n.status is not Status.BLOCKED):
-            if node.status in CANCELLABLE:
-                self._store.cancel(
-                    node.key, now_ms=now, expires_at_s=now // 1000 + self._retention_s
-                )
-        return self.get(dag_id)
+        for _ in range(_CANCEL_PASSES):
+            if not self._cancel_nodes(view.nodes):
+                return view
+            view = self.get(dag_id)
+        raise Unavailable(f"DAG {dag_id} kept changing while it was being cancelled; retry")
 
     def pause(self, dag_id: str) -> DagView:
         """Hold every node not yet released (blocked, or a root still pending): no node is
@@ -202,18 +229,25 @@ class DagService:
         """Release what became ready while the DAG was paused, and dispatch its roots that are
         due. Also a repair: a node whose release or send was cut short is sent now. Resuming a
         DAG that is not paused does exactly that repair, and is otherwise harmless. A node on
-        a paused queue is not sent: it is recorded for that queue's catch-up instead."""
+        a paused queue is not sent: it is recorded for that queue's catch-up instead.
+
+        A root this resume un-held is its own to send. A pending, direct root it found so is
+        another call's (the submit's, an earlier resume's) until that call is certainly over:
+        only then is it taken (a conditional write, so two repairs send it once) and sent."""
         view = self.get(dag_id)
         now = self._clock.now_ms()
         paused = self._progress.paused_queues()
         ready: list[Job] = []
         roots: list[Job] = []
         for node in view.nodes:
-            current = self._unhold(node, now, paused) if _held(node) else node
+            held = _held(node)
+            current = self._unhold(node, now, paused) if held else node
             if current is None:
                 continue
             if current.status is Status.PENDING and current.direct:
-                roots.append(current)
+                owned = current if held else self._take_stale(current, now)
+                if owned is not None:
+                    roots.append(owned)
             elif current.status is Status.PENDING and _for_catch_up(current, now, paused):
                 ready.append(current)  # the dispatch records it for the catch-up, or sends it
             elif current.status is Status.BLOCKED:
@@ -225,13 +259,25 @@ class DagService:
             raise Unavailable(f"DAG {dag_id}: a root could not be handed to SQS; retry")
         return self.get(dag_id)
 
+    def _take_stale(self, node: Job, now: int) -> Job | None:
+        """A pending, direct root whose sender may have died: taken to send, once every call
+        that made it direct began SUBMIT_IN_FLIGHT_MS ago (None: still in flight, or taken)."""
+        taken, after = self._store.take_direct(
+            node.key, now_ms=now, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS + 1
+        )
+        return after if taken else None
+
     def _unhold(self, node: Job, now: int, paused: Collection[str]) -> Job | None:
         """The node after lifting its hold (None if another resume lifted it first). A pending
         root due within the direct window becomes the resume's to send, unless its queue is
         paused."""
         near = node.status is Status.PENDING and node.due_ms <= now + DIRECT_WINDOW_MS
+        make_direct = near and node.queue not in paused
+        renewed = make_direct or node.status is Status.BLOCKED
         unheld, after = self._nodes.unhold_node(
-            node.key, make_direct=near and node.queue not in paused
+            node.key,
+            make_direct=make_direct,
+            expires_at_s=now // 1000 + self._retention_s if renewed else None,
         )
         return after if unheld else None
 

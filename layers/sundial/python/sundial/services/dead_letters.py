@@ -41,6 +41,14 @@ class DeadLetterFilter:
         high = time_sk(self.until_ms) if self.until_ms is not None else "9"
         return low, high
 
+    @property
+    def listing(self) -> str:
+        """The name a page cursor of this window carries: a cursor names the time window it
+        was issued for (DynamoDB refuses a start key outside the query's range, a 500, so one
+        from another window is the client's 400)."""
+        low, high = self.bounds()
+        return f"dead@{low}..{high}"
+
 
 @dataclass(frozen=True, slots=True)
 class ReplayOutcome:
@@ -74,15 +82,16 @@ class DeadLetterService:
     ) -> tuple[list[DeadLetter], str | None]:
         self._known(queue)
         low, high = which.bounds()
+        listing = which.listing
         letters, after = self._letters.page(
             queue,
             from_sk=low,
             to_sk=high,
             error_type=which.error_type,
             limit=limit,
-            after_sk=decode_cursor(cursor, queue) if cursor else None,
+            after_sk=decode_cursor(cursor, queue, listing=listing) if cursor else None,
         )
-        return letters, encode_cursor(queue, after) if after else None
+        return letters, encode_cursor(queue, after, listing=listing) if after else None
 
     def replay(self, queue: str, which: DeadLetterFilter, *, limit: int) -> ReplayOutcome:
         self._known(queue)

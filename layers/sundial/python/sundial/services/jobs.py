@@ -16,8 +16,8 @@ from sundial.errors import (
     SundialError,
     Unavailable,
 )
-from sundial.ids import JobKey
-from sundial.model.job import Job, Status
+from sundial.ids import DagKey, JobKey
+from sundial.model.job import FINISHED, Job, OnFailure, Status
 from sundial.model.payloads import PayloadRef, PayloadStorage
 from sundial.model.submission import MAX_HORIZON_S, SubmitJob
 from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
@@ -123,54 +123,65 @@ class JobService:
             [(f"{field_prefix}[{i}]." if field_prefix else "", r) for i, r in enumerate(requests)],
             count_field=field_prefix,
         )
-        # Payloads for S3 are stored before any job is written: a crash between leaves an
-        # object no job references, which the bucket's lifecycle removes (sundial.timing).
-        refs = [
+        for index, request in enumerate(requests):  # a 413 now, before anything is written
+            field = f"{field_prefix}[{index}].payload" if field_prefix else "payload"
             self.store_payload(
                 request.queue,
+                "",
                 request.payload_json,
                 request.payload_storage,
-                field=f"{field_prefix}[{i}].payload" if field_prefix else "payload",
+                field=field,
+                check_only=True,
             )
-            for i, request in enumerate(requests)
-        ]
-        paused = self.paused_queues(
-            {r.queue for r in requests if r.due_ms(now) <= now + DIRECT_WINDOW_MS}
-        )
-        jobs = [
-            self.new_job(
-                request,
-                now,
-                held=request.queue in paused,
-                correlation_id=correlation_id,
-                payload_ref=ref,
-            )
-            for request, ref in zip(requests, refs, strict=True)
-        ]
-        results: list[Submitted | SundialError | None] = [None] * len(jobs)
-        fresh: list[Job] = []
-        for index, (request, job) in enumerate(zip(requests, jobs, strict=True)):
+        keys = [self.new_key(request, now) for request in requests]
+        results: list[Submitted | SundialError | None] = [None] * len(requests)
+        for index, (request, key) in enumerate(zip(requests, keys, strict=True)):
             if request.idempotency_key is None:
-                fresh.append(job)
                 continue
             earlier = self._idempotency.remember(
                 queue=request.queue,
                 key=request.idempotency_key,
-                record=IdempotencyRecord(job.id, request.fingerprint(), now),
-                expires_at_s=job.due_ms // 1000 + self._retention_s,
+                record=IdempotencyRecord(key.job_id, request.fingerprint(), now),
             )
-            if earlier is None:
-                fresh.append(job)
-            else:
+            if earlier is not None:
                 results[index] = self._repeat_or_error(request, earlier)
-        failed = {job.id for job in self.dispatch_direct(self.write_new(fresh, now))}
-        for index, job in enumerate(jobs):
-            if results[index] is None:
-                results[index] = (
-                    Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
-                    if job.id in failed
-                    else Submitted(job, created=True)
-                )
+        fresh = [i for i, result in enumerate(results) if result is None]
+        # A new job's payload for S3 is stored before the job is written, under its job's key:
+        # a crash between leaves an object still tagged unreferenced, which the bucket's
+        # lifecycle removes (sundial.timing, "A PAYLOAD IN S3"). A repeat stores nothing.
+        refs = {
+            i: self.store_payload(
+                requests[i].queue,
+                keys[i].ulid,
+                requests[i].payload_json,
+                requests[i].payload_storage,
+                field=f"{field_prefix}[{i}].payload" if field_prefix else "payload",
+            )
+            for i in fresh
+        }
+        paused = self.paused_queues(
+            {requests[i].queue for i in fresh if requests[i].due_ms(now) <= now + DIRECT_WINDOW_MS}
+        )
+        jobs = {
+            i: self.new_job(
+                requests[i],
+                now,
+                keys[i],
+                held=requests[i].queue in paused,
+                correlation_id=correlation_id,
+                payload_ref=refs[i],
+            )
+            for i in fresh
+        }
+        written = self.write_new(list(jobs.values()), now)
+        self.mark_payloads_referenced(list(jobs.values()))
+        failed = {job.id for job in self.dispatch_direct(written)}
+        for index, job in jobs.items():
+            results[index] = (
+                Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
+                if job.id in failed
+                else Submitted(job, created=True)
+            )
         return [r for r in results if r is not None]
 
     def write_new(self, jobs: Sequence[Job], now: int) -> list[Job]:
@@ -203,7 +214,9 @@ class JobService:
                         job.direct = True
                         job.expires_at_s = job.due_ms // 1000 + self._retention_s
         held_ids = {job.id for held in waiting.values() for job in held if not job.direct}
-        self._store.put_new([job for job in jobs if job.id not in held_ids])
+        self._store.put_new(
+            [job for job in jobs if job.id not in held_ids], now_ms=self._clock.now_ms()
+        )
         return [job for job in jobs if job.direct]
 
     def check(self, request: SubmitJob, now: int, prefix: str) -> None:
@@ -216,10 +229,33 @@ class JobService:
             raise InvalidInput(f"{prefix}run_at", "more than 366 days ahead")
 
     def store_payload(
-        self, queue: str, payload_json: str, storage: PayloadStorage, *, field: str
+        self,
+        queue: str,
+        job_ulid: str,
+        payload_json: str,
+        storage: PayloadStorage,
+        *,
+        field: str,
+        check_only: bool = False,
     ) -> PayloadRef | None:
-        """The payload stored in S3 if it goes there: its reference, or None (inline)."""
-        return store_payload(self._payloads, queue, payload_json, storage, field=field)
+        """The payload stored in S3 if it goes there: its reference, or None (inline).
+        `check_only`: only the 413 of a payload for S3 in a deployment without the bucket."""
+        return store_payload(
+            self._payloads,
+            queue,
+            job_ulid,
+            payload_json,
+            storage,
+            field=field,
+            check_only=check_only,
+        )
+
+    def mark_payloads_referenced(self, jobs: Sequence[Job]) -> None:
+        """Once jobs are written: their stored payloads are theirs for as long as they live
+        (a crash before this leaves it to the history Lambda's backstop; sundial.timing)."""
+        for job in jobs:
+            if job.payload_ref is not None and self._payloads is not None:
+                self._payloads.mark_referenced(job.payload_ref)
 
     def admit(self, jobs: Sequence[tuple[str, SubmitJob]], *, count_field: str) -> None:
         """The queues' quotas, after validation and before any write: a payload over its
@@ -248,11 +284,7 @@ class JobService:
         """The job `request` asks for; `payload_ref`: where its payload was stored in S3
         (store_payload), None for an inline payload."""
         if key is None:
-            key = JobKey(
-                shard=self._rng.randrange(self._shard_count),
-                due_ms=request.due_ms(now),
-                ulid=str(ULID.from_timestamp(now / 1000)),
-            )
+            key = self.new_key(request, now)
         direct = key.due_ms <= now + DIRECT_WINDOW_MS and not held
         return Job(
             key=key,
@@ -268,6 +300,14 @@ class JobService:
             correlation_id=correlation_id,
             # An unacknowledged direct job (its submit died before claiming it) must not linger.
             expires_at_s=key.due_ms // 1000 + self._retention_s if direct else None,
+        )
+
+    def new_key(self, request: SubmitJob, now: int) -> JobKey:
+        """A new job's key: a random shard, its due time, a fresh ULID."""
+        return JobKey(
+            shard=self._rng.randrange(self._shard_count),
+            due_ms=request.due_ms(now),
+            ulid=str(ULID.from_timestamp(now / 1000)),
         )
 
     def _default_attempts(self, queue: str) -> int:
@@ -294,14 +334,18 @@ class JobService:
         if job is None:
             if first_may_be_running:
                 raise Conflict("a request with this idempotency_key is in progress; retry shortly")
-            # The first request stored its payload before its key record; stored again here
-            # (the same object) in case the lifecycle took it since.
+            # The first request stored its payload before its key record, tagged unreferenced;
+            # stored again here (the same object) in case the lifecycle took it since.
             ref = self.store_payload(
-                request.queue, request.payload_json, request.payload_storage, field="payload"
+                request.queue,
+                key.ulid,
+                request.payload_json,
+                request.payload_storage,
+                field="payload",
             )
             job = self.new_job(request, now, key=key, payload_ref=ref)
             job.created_at_ms = earlier.created_at_ms
-            if not self._store.put_if_absent(job):
+            if not self._store.put_if_absent(job, now_ms=self._clock.now_ms()):
                 job = self._store.get(key)
                 if job is None:
                     raise Unavailable("job changed concurrently; retry")
@@ -310,6 +354,8 @@ class JobService:
                 raise Conflict("a request with this idempotency_key is in progress; retry shortly")
             if self.dispatch_direct([job]):
                 raise Unavailable(f"job {job.id} could not be handed to SQS; retry the submit")
+        if not first_may_be_running:
+            self.mark_payloads_referenced([job])  # the first request may have died before it
         return Submitted(job, created=False)
 
     def _repeat_or_error(
@@ -339,6 +385,7 @@ class JobService:
         if current is None:
             raise JobNotFound(job_id)
         key = current.key  # where it is now, if it was moved (a job in these states stays put)
+        self._check_parents_done(current)
         retryable = {Status.DEAD} if only_dead else {Status.DEAD, Status.FAILED, Status.CANCELLED}
         if self._admission is not None and current.status in retryable:
             # It runs again: one submission on its queue (a 429 before anything is written).
@@ -372,6 +419,30 @@ class JobService:
         if self._store.claim(key, token=token, now_ms=now, lease_ms=0, chained=occurrence).won:
             job.status, job.queued_at_ms = Status.QUEUED, now
         return job
+
+    def _check_parents_done(self, node: Job) -> None:
+        """409 for a DAG node whose parents have not all finished as its DAG needs (succeeded;
+        or finished at all, under on_failure=continue): retried now, it would run before them.
+        A node cancelled while blocked, or by its DAG's cancel_descendants after a parent died,
+        is retried once its parents are (retry them first). Reads each parent (a few reads)."""
+        dag = node.dag
+        if dag is None or not dag.parents:
+            return
+        key = DagKey.from_dag_id(dag.dag_id)
+        done = FINISHED if dag.on_failure is OnFailure.CONTINUE else {Status.SUCCEEDED}
+        waiting = []
+        for name, index in dag.parents:
+            parent = self._store.get(key.node_key(index))
+            status = parent.status if parent is not None else "expired"
+            if status not in done:
+                waiting.append(f"'{name}' is {status}")
+        if waiting:
+            raise Conflict(
+                f"job is node '{dag.node}' of DAG {dag.dag_id} and would run before its parents: "
+                f"{', '.join(waiting)}; retry it once they have "
+                + ("finished" if dag.on_failure is OnFailure.CONTINUE else "succeeded"),
+                status=node.status,
+            )
 
     def pause(self, job_id: str) -> Job:
         """Hold a pending job in the table: it is not dispatched until resumed. One conditional

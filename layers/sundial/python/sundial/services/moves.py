@@ -36,6 +36,10 @@ from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
 # A move that loses a race to a write that leaves the job movable (a sweep claiming it, a take
 # by a catch-up) reads it again and tries once more, this many times in all.
 _MOVE_TRIES = 3
+# A change with the same body as the job's last change, within this long of it, is a client's
+# repeat of that change (a request that got no answer, a 503): it finishes that change instead
+# of making another one (docs/api.md, "Changing a waiting job").
+REPEAT_WINDOW_MS = 15 * 60 * 1000
 
 
 class JobMover:
@@ -61,14 +65,19 @@ class JobMover:
 
     def move(self, job_id: str, change: ChangeJob) -> Job:
         """Apply `change` to the job; returns the job as changed (and sent, if now due soon).
-        409 with the reason when the job's state does not allow it."""
+        409 with the reason when the job's state does not allow it. A repeat of the job's last
+        change (REPEAT_WINDOW_MS) is that change: it finishes what the change left undone."""
         key = JobKey.from_job_id(job_id)
+        request = change.fingerprint()
         admitted = False
         for _ in range(_MOVE_TRIES):
             current = self._store.get(key)
             if current is None:
                 raise JobNotFound(job_id)
             now = self._clock.now_ms()
+            last = current.moves[-1] if current.moves else None
+            if last is not None and last.request == request and now - last.at_ms < REPEAT_WINDOW_MS:
+                return self._finish(current, now)
             self._check_movable(current, now)
             due = change.due_ms(now)
             if due is not None and due > now + MAX_HORIZON_S * 1000:
@@ -76,14 +85,63 @@ class JobMover:
             if not admitted:  # once per request, before anything (a payload too) is written
                 self._admit(current.queue, change)
                 admitted = True
-            moved = self._moved(current, change, now)
+            moved = self._moved(current, change, now, request)
             if self._write(current, moved, now):
                 break
         else:
             raise Conflict("job changed while it was being moved, several times; retry")
+        self._swap_payloads(current, moved)
         if moved.direct and self._direct.send([moved], by="move"):
             raise Unavailable(f"job {moved.id} could not be handed to SQS; retry the change")
         return moved
+
+    def _swap_payloads(self, before: Job, after: Job) -> None:
+        """Once a move is written: a new stored payload is the job's (tagged referenced), and
+        the one it replaced is no job's (tagged unreferenced: the lifecycle removes it). Old
+        messages naming it are stale (the revision), so nothing reads it again. A crash before
+        leaves the history Lambda to tag the new one (its backstop) and the old one kept."""
+        if self._payloads is None or after.payload_ref == before.payload_ref:
+            return
+        if after.payload_ref is not None:
+            self._payloads.mark_referenced(after.payload_ref)
+        if before.payload_ref is not None:
+            self._payloads.mark_unreferenced(before.payload_ref)
+
+    def _finish(self, job: Job, now: int) -> Job:
+        """A repeat of the change that landed last: not made again, nor counted against
+        MAX_MOVES. If that change made the job due soon and its call died before the send (or
+        SQS refused it), the job is sent here, once that call is certainly over."""
+        if not (job.status is Status.PENDING and job.direct):
+            return job  # the change's work is done (sent, held for its queue, or waiting)
+        self._refuse_in_flight(job, now)
+        return self._take_over(job, now) or job
+
+    def _take_over(self, job: Job, now: int) -> Job | None:
+        """Send a pending, direct job whose sender died (SUBMIT_IN_FLIGHT_MS old): take it
+        (a conditional write: two repeats send it once) and send it. None if it was not taken:
+        another call took it, or it is not such a job any more."""
+        taken, current = self._store.take_direct(
+            # `resumed_at` at most now - SUBMIT_IN_FLIGHT_MS, as _refuse_in_flight lets through
+            job.key,
+            now_ms=now,
+            stale_before_ms=now - SUBMIT_IN_FLIGHT_MS + 1,
+        )
+        if not taken or current is None:
+            return None
+        if self._direct.send([current], by="move"):
+            raise Unavailable(f"job {current.id} could not be handed to SQS; retry the change")
+        return current
+
+    @staticmethod
+    def _refuse_in_flight(job: Job, now: int) -> None:
+        """409 while the call that made a pending job direct may still be sending it."""
+        since = max(filter(None, (job.created_at_ms, job.resumed_at_ms, job.retried_at_ms)))
+        if now - since < SUBMIT_IN_FLIGHT_MS:
+            raise Conflict(
+                "job is being handed to SQS by the call that made it due; retry in "
+                f"{SUBMIT_IN_FLIGHT_MS // 1000} seconds",
+                status=job.status,
+            )
 
     def _admit(self, queue: str, change: ChangeJob) -> None:
         """The queue's quotas: a new payload over its limit is a 413; then the move counts as
@@ -113,6 +171,11 @@ class JobMover:
         if job.retry_of is not None:  # never addressed by id; guarded all the same
             raise Conflict("a retry timer cannot be moved", status=job.status)
         if len(job.moves) >= MAX_MOVES:
+            if job.status is Status.PENDING and job.direct and job.attempts == 0:
+                # The last allowed change made it due soon and its call died before the send:
+                # sent here, so the limit never strands it.
+                self._refuse_in_flight(job, now)
+                self._take_over(job, now)
             raise Conflict(
                 f"job was changed {MAX_MOVES} times already, the most one job keeps; cancel it "
                 "and submit a new one",
@@ -135,18 +198,12 @@ class JobMover:
                 status=job.status,
             )
         if job.status is Status.PENDING and job.direct:
-            since = max(filter(None, (job.created_at_ms, job.resumed_at_ms, job.retried_at_ms)))
-            if now - since < SUBMIT_IN_FLIGHT_MS:
-                raise Conflict(
-                    "job is being handed to SQS by the call that made it due; retry in "
-                    f"{SUBMIT_IN_FLIGHT_MS // 1000} seconds",
-                    status=job.status,
-                )
+            self._refuse_in_flight(job, now)
             # Older: that call died before its send, and the move takes the job over.
         # Pending (in the table), paused, or queued for its first attempt: once moved, its
         # message is of an older revision, which the fence and the attempt's take refuse.
 
-    def _moved(self, job: Job, change: ChangeJob, now: int) -> Job:
+    def _moved(self, job: Job, change: ChangeJob, now: int, request: str) -> Job:
         """The job as `change` makes it (not yet written; its time checked by `move`)."""
         due = change.due_ms(now)
         if due is None:
@@ -154,17 +211,18 @@ class JobMover:
         payload_json, payload_ref = job.payload_json, job.payload_ref
         if change.changes_payload:
             payload_json = change.payload_json  # within the queue's limit (_admit)
-            # Stored before the move's transaction (as on submit: sundial.timing); the old
-            # payload's object stays until the lifecycle expires it.
+            # Stored before the move's transaction, tagged unreferenced (as on submit:
+            # sundial.timing); the tags change once the move is written (_swap_payloads).
             payload_ref = store_payload(
-                self._payloads, job.queue, payload_json, change.payload_storage, field="payload"
+                self._payloads,
+                job.queue,
+                job.key.ulid,
+                payload_json,
+                change.payload_storage,
+                field="payload",
             )
             if payload_ref is not None:
                 payload_json = "null"
-        elif payload_ref is not None and self._payloads is not None and due != job.due_ms:
-            # A later time keeps the stored payload: its object's lifecycle restarts, so it
-            # outlives the job's new time as it outlived the old one (sundial.timing).
-            self._payloads.refresh(payload_ref)
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED
@@ -186,7 +244,7 @@ class JobMover:
             lease_until_ms=None,
             queued_at_ms=None,
             revision=job.revision + 1,
-            moves=[*job.moves, Move(now, job.due_ms, due, change.changed_fields)],
+            moves=[*job.moves, Move(now, job.due_ms, due, change.changed_fields, request)],
         )
 
     def _write(self, current: Job, moved: Job, now: int) -> bool:

@@ -1,5 +1,14 @@
-"""The writes of an attempt's runner: take the attempt, record its outcome, and the two
-transitions that end or restart a job from outside a run (a DLQ redrive, a manual retry)."""
+"""The writes of an attempt's runner: take the attempt, keep it (a worker's heartbeat), record
+its outcome, and the two transitions that end or restart a job from outside a run (a DLQ
+redrive, a manual retry).
+
+An attempt running has ONE holder, recorded on the job item when it is taken: `runner` (a
+random token of the taking delivery) and `runner_until` (until when that holder is provably
+alive: a Lambda consumer's deadline, which it cannot outlive, or a worker's lease, which its
+heartbeats extend). Only the holder may end the attempt or extend it; a take-over (running ->
+running by another delivery) or a redrive's death happens only once `runner_until` is past
+(by more than the clocks' skew), whatever the message that asks: how many times SQS delivered
+it says nothing about whether the holder still runs."""
 
 from __future__ import annotations
 
@@ -16,13 +25,24 @@ if TYPE_CHECKING:
     pass
 from sundial.store.job_items import MARK_DEAD, JobItemStore, appended_error
 from sundial.store.table import Item, num_attr, str_attr
+from sundial.timing import CLOCK_SKEW_MS, LEGACY_RUNNER_MS
+
+
+def revision_condition(revision: int) -> str:
+    """The condition that a job item is still of `revision` (an item never changed has none)."""
+    return "revision = :revision" if revision else "attribute_not_exists(revision)"
+
+
+def revision_values(revision: int) -> Item:
+    return {":revision": num_attr(revision)} if revision else {}
 
 
 class AttemptStore(JobItemStore):
     """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
 
+    # A node of a paused DAG (`held`) is never taken: its DAG's resume sends it again.
     _RUNNABLE = (
-        "(attempts = :prev AND (#status IN (:queued, :failed)"
+        "(attempts = :prev AND attribute_not_exists(held) AND (#status IN (:queued, :failed)"
         " OR (#status = :pending AND direct = :true)))"
     )
 
@@ -43,32 +63,63 @@ class AttemptStore(JobItemStore):
         *,
         attempt: int,
         now_ms: int,
+        runner: str,
+        runner_until_ms: int,
         revision: int = 0,
-        taking_over_from_ms: int | None = None,
+        take_over: bool = False,
     ) -> tuple[bool, Job | None]:
-        """queued/failed -> running for attempt `attempt`, if that attempt is still due and the
-        job is still of `revision` (the message's: a job changed since by PATCH /jobs/{id} is
-        not run from an older message). With `taking_over_from_ms`, also running -> running for
-        a runner that went silent, only if the attempt still has that start time (so two takers
-        cannot both win)."""
+        """Take attempt `attempt`: queued/failed (or pending and direct) -> running, recording
+        its holder, `runner`, and until when that holder is provably alive (`runner_until_ms`:
+        a Lambda's deadline, a worker's lease), if that attempt is still due and the job is
+        still of `revision` (the message's: a job changed since is not run from an older one).
+
+        With `take_over`, also running -> running for an attempt whose holder has provably
+        stopped: its `runner_until` is more than CLOCK_SKEW_MS past (an item taken before holders
+        were recorded: started more than LEGACY_RUNNER_MS ago). Whatever message asks, a live
+        holder's attempt is never taken, and two takers cannot both win (the write sets a
+        holder the other's condition no longer matches)."""
         condition = self._RUNNABLE
-        values = {**self._attempt_values(attempt), ":now": num_attr(now_ms)}
-        if taking_over_from_ms is not None:
+        values: Item = {
+            **self._attempt_values(attempt),
+            ":now": num_attr(now_ms),
+            ":runner": str_attr(runner),
+            ":until": num_attr(runner_until_ms),
+        }
+        if take_over:
             condition = (
-                f"({condition} OR (attempts = :n AND #status = :running AND started_at = :seen))"
+                f"({condition} OR (attempts = :n AND #status = :running AND"
+                " (runner_until < :stopped OR"
+                " (attribute_not_exists(runner_until) AND started_at < :legacy))))"
             )
-            values[":seen"] = num_attr(taking_over_from_ms)
-        if revision:
-            condition += " AND revision = :revision"
-            values[":revision"] = num_attr(revision)
-        else:
-            condition += " AND attribute_not_exists(revision)"
+            values[":stopped"] = num_attr(now_ms - CLOCK_SKEW_MS)
+            values[":legacy"] = num_attr(now_ms - LEGACY_RUNNER_MS)
+        # Both forms are parenthesised already (DynamoDB refuses redundant parentheses).
+        condition = f"{condition} AND {revision_condition(revision)}"
+        values |= revision_values(revision)
         return self._update_job(
             key,
-            update="SET #status = :running, attempts = :n, started_at = :now",
+            update="SET #status = :running, attempts = :n, started_at = :now,"
+            " runner = :runner, runner_until = :until",
             condition=condition,
             values=values,
             returns=None,
+        )
+
+    def extend_runner(
+        self, key: JobKey, *, attempt: int, runner: str, until_ms: int
+    ) -> tuple[bool, Job | None]:
+        """A live holder's heartbeat: its attempt is its own until `until_ms`. Refused once the
+        attempt ended or another runner took it over (the holder lost it)."""
+        return self._update_job(
+            key,
+            update="SET runner_until = :until",
+            condition="attempts = :n AND #status = :running AND runner = :runner",
+            values={
+                ":n": num_attr(attempt),
+                ":running": str_attr(Status.RUNNING),
+                ":runner": str_attr(runner),
+                ":until": num_attr(until_ms),
+            },
         )
 
     def record_attempt(
@@ -76,6 +127,7 @@ class AttemptStore(JobItemStore):
         key: JobKey,
         *,
         attempt: int,
+        runner: str,
         outcome: Status,
         started_at_ms: int,
         now_ms: int,
@@ -85,12 +137,15 @@ class AttemptStore(JobItemStore):
         expires_at_s: int | None = None,
     ) -> tuple[bool, Job | None]:
         """End attempt `attempt` as succeeded, failed (a retry is due) or dead, in one
-        conditional write. Refused if the attempt is no longer this consumer's to end (a
-        duplicate delivery, a cancel, or a later attempt)."""
+        conditional write, by its holder (`runner`) only. Refused if the attempt is no longer
+        this runner's to end (a duplicate delivery, a cancel, a later attempt, or another
+        runner that took it over after this one's lease ran out)."""
         sets = ["#status = :outcome", "attempts = :n", "started_at = :started"]
-        removes = ["claim_token", "lease_until"]
+        removes = ["claim_token", "lease_until", "runner", "runner_until"]
         values: Item = {
-            **self._attempt_values(attempt),
+            ":n": num_attr(attempt),
+            ":running": str_attr(Status.RUNNING),
+            ":runner": str_attr(runner),
             ":outcome": str_attr(outcome),
             ":started": num_attr(started_at_ms),
         }
@@ -112,7 +167,7 @@ class AttemptStore(JobItemStore):
         return self._update_job(
             key,
             update=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-            condition=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            condition="attempts = :n AND #status = :running AND runner = :runner",
             values=values,
             names={"#result": "result"},
             returns=None,
@@ -130,12 +185,18 @@ class AttemptStore(JobItemStore):
         """A manual retry: dead, failed or cancelled -> pending (direct), with `extra_attempts`
         more attempts. The caller then sends the job and claims it, as the submit path does.
         A retry that died before its send left the job pending and direct; once older than
-        `stale_before_ms` it may be retried again."""
+        `stale_before_ms` it may be retried again.
+
+        The retry raises the job's `revision`, as a move does: every message sent before it (an
+        attempt still being redelivered on its way to the DLQ, a scheduled retry's message or
+        timer) is of an older revision, so the consumer's fence skips it and its dead letter
+        cannot end the retried attempt (mark_dead is bound to the revision)."""
         return self._update_job(
             key,
             update=(
                 "SET #status = :pending, direct = :true, max_attempts = attempts + :extra,"
-                " retried_at = :now REMOVE finished_at, next_attempt_at, expires_at,"
+                " retried_at = :now, revision = if_not_exists(revision, :zero) + :one"
+                " REMOVE finished_at, next_attempt_at, expires_at,"
                 " cancelled_at, claim_token, lease_until"
             ),
             condition=(
@@ -157,21 +218,41 @@ class AttemptStore(JobItemStore):
                 ":extra": num_attr(extra_attempts),
                 ":now": num_attr(now_ms),
                 ":stale": num_attr(stale_before_ms),
+                ":zero": num_attr(0),
+                ":one": num_attr(1),
             },
         )
 
     def mark_dead(
-        self, key: JobKey, *, attempt: int, error: AttemptError, now_ms: int, expires_at_s: int
+        self,
+        key: JobKey,
+        *,
+        attempt: int,
+        revision: int,
+        error: AttemptError,
+        now_ms: int,
+        expires_at_s: int,
     ) -> tuple[bool, Job | None]:
-        """`attempt` (waiting to start, or running) -> dead, with `error` added to the history:
-        for a message of that attempt that SQS redrove to the DLQ because its consumer kept
-        crashing before ending it. Bound to the attempt, as ending an attempt is: a letter read
-        after the job was retried (a later attempt waits or runs) or ended leaves it alone."""
+        """`attempt` of `revision` (waiting to start, or running with a holder that has provably
+        stopped) -> dead, with `error` added to the history: for a message of that attempt
+        that SQS redrove to the DLQ because its consumer kept crashing before ending it. Bound
+        to the attempt AND the revision the letter carries, as running an attempt is: a letter
+        read after the job was moved or retried (a later revision or attempt waits or runs) or
+        ended leaves it alone, and so does one whose attempt a live holder runs (a second
+        message of that attempt, turned away as busy until SQS redrove it)."""
         return self._update_job(
             key,
-            update=MARK_DEAD,
-            condition=f"{self._RUNNABLE} OR (attempts = :n AND #status = :running)",
+            update=MARK_DEAD + ", runner, runner_until",
+            condition=(
+                f"({self._RUNNABLE} OR (attempts = :n AND #status = :running AND"
+                " (runner_until < :stopped OR"
+                " (attribute_not_exists(runner_until) AND started_at < :legacy))))"
+                f" AND {revision_condition(revision)}"
+            ),
             values={
+                **revision_values(revision),
+                ":stopped": num_attr(now_ms - CLOCK_SKEW_MS),
+                ":legacy": num_attr(now_ms - LEGACY_RUNNER_MS),
                 **self._attempt_values(attempt),
                 ":dead": str_attr(Status.DEAD),
                 ":now": num_attr(now_ms),

@@ -1,9 +1,11 @@
 """The per-queue DAG index (GET /dags?queue=): one small item per DAG and queue it uses.
 
-Item: pk "dags#<queue>", sk "<created ms, 13 digits>#<DAG id>", the DAG id; it expires as the
-DAG's nodes do at the latest (due time + twice the retention: a node expires a retention after
-it finishes). A DAG is the nodes themselves (store.dag_nodes); the index only says which DAGs a
-queue has, so no node's write (a release, a count, a cancel) touches it."""
+Item: pk "dags#<queue>", sk "<created ms, 13 digits>#<DAG id>", the DAG id. It has no expiry of
+its own (a DAG paused or retried lives any time): it is deleted once the last of the DAG's nodes
+on its queue has expired (sundial.services.job_retention). Entries written before that carry
+an expiry of due time + twice the retention. A DAG is the nodes themselves (store.dag_nodes);
+the index only says which DAGs a queue has, so no node's write (a release, a count, a cancel)
+touches it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sundial.ids import SHARD_PREFIX, SK_DIGITS, DagKey
-from sundial.store.table import Item, TableAdapter, num_attr, str_attr
+from sundial.store.table import Item, TableAdapter, str_attr
 
 DAG_LISTING_PREFIX = "dags#"
 
@@ -28,25 +30,21 @@ class DagEntry:
     queue: str
     dag_id: str
     created_at_ms: int
-    expires_at_s: int
 
-    def item(self) -> Item:
+    @property
+    def key(self) -> Item:
         return {
             "pk": str_attr(dag_listing_pk(self.queue)),
             "sk": str_attr(f"{self.created_at_ms:0{SK_DIGITS}d}#{self.dag_id}"),
-            "dag_id": str_attr(self.dag_id),
-            "expires_at": num_attr(self.expires_at_s),
         }
 
+    def item(self) -> Item:
+        return {**self.key, "dag_id": str_attr(self.dag_id)}
 
-def dag_entries(
-    key: DagKey, queues: Collection[str], *, created_at_ms: int, retention_s: int
-) -> list[DagEntry]:
-    """A DAG's index entries, one per queue it uses. They expire when its nodes do at the
-    latest: a node expires a retention after it finishes, which a DAG does well within a
-    retention of its due time."""
-    expires = key.due_ms // 1000 + 2 * retention_s
-    return [DagEntry(queue, key.dag_id, created_at_ms, expires) for queue in sorted(queues)]
+
+def dag_entries(key: DagKey, queues: Collection[str], *, created_at_ms: int) -> list[DagEntry]:
+    """A DAG's index entries, one per queue it uses."""
+    return [DagEntry(queue, key.dag_id, created_at_ms) for queue in sorted(queues)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +67,10 @@ class DagListingStore(TableAdapter):
             "put", Item=entry.item(), ConditionExpression="attribute_not_exists(pk)"
         )
         return written
+
+    def delete(self, entry: DagEntry) -> None:
+        """Remove the DAG from the queue's index (its nodes there have all expired)."""
+        self._db.delete_item(TableName=self._table, Key=entry.key)
 
     def page(self, queue: str, *, limit: int, after_sk: str | None) -> tuple[list[str], str | None]:
         """Up to `limit` DAG ids of the queue's index, oldest first, and the sort key to go on

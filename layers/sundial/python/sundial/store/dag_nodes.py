@@ -137,11 +137,13 @@ class DagNodeStore(JobItemStore):
         )
 
     def hold_node(self, key: JobKey) -> tuple[bool, Job | None]:
-        """Pause a DAG node that is not yet released: blocked, or a pending root. Returns
+        """Pause a DAG node that is not yet released: blocked, or a pending root. A held node
+        has no expiry (a DAG may stay paused any time; an unreleased node otherwise expires, so
+        an abandoned DAG does not linger): its resume gives it one again (unhold_node). Returns
         (held now, the node after the write or as it was)."""
         return self._update_job(
             key,
-            update="SET held = :true",
+            update="SET held = :true REMOVE expires_at",
             condition="#status IN (:blocked, :pending)",
             values={
                 ":true": {"BOOL": True},
@@ -150,12 +152,22 @@ class DagNodeStore(JobItemStore):
             },
         )
 
-    def unhold_node(self, key: JobKey, *, make_direct: bool) -> tuple[bool, Job | None]:
+    def unhold_node(
+        self, key: JobKey, *, make_direct: bool, expires_at_s: int | None
+    ) -> tuple[bool, Job | None]:
         """Resume a held DAG node. `make_direct`: a pending root that is due by now (or soon),
-        which the caller then sends itself; marking it direct keeps sweepers off it."""
+        which the caller then sends itself; marking it direct keeps sweepers off it.
+        `expires_at_s`: the expiry an unreleased node gets back (a blocked node, or a root the
+        caller sends: if it dies before, the node does not linger); None: none."""
+        sets = (["direct = :true"] if make_direct else []) + (
+            ["expires_at = :expires"] if expires_at_s is not None else []
+        )
+        values: Item = ({":true": {"BOOL": True}} if make_direct else {}) | (
+            {":expires": num_attr(expires_at_s)} if expires_at_s is not None else {}
+        )
         return self._update_job(
             key,
-            update=("SET direct = :true " if make_direct else "") + "REMOVE held",
+            update=(f"SET {', '.join(sets)} " if sets else "") + "REMOVE held",
             condition="attribute_exists(held)",
-            values={":true": {"BOOL": True}} if make_direct else {},
+            values=values,
         )

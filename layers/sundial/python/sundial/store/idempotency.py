@@ -6,11 +6,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from botocore.exceptions import ClientError
+
 from sundial.errors import Unavailable
 
 if TYPE_CHECKING:
     pass
-from sundial.store.table import TableAdapter, num_attr, str_attr
+from sundial.store.table import TableAdapter, is_condition_failure, num_attr, str_attr
 
 IDEM_SK = "idem"
 
@@ -31,10 +33,15 @@ class IdempotencyKeys(TableAdapter):
     """The key -> job records of `Idempotency-Key` submissions."""
 
     def remember(
-        self, *, queue: str, key: str, record: IdempotencyRecord, expires_at_s: int
+        self, *, queue: str, key: str, record: IdempotencyRecord
     ) -> IdempotencyRecord | None:
         """Store the key -> job mapping unless the key is taken. Returns the existing record if
-        it was taken (it costs no extra read: the failed condition returns it)."""
+        it was taken (it costs no extra read: the failed condition returns it).
+
+        The record has no expiry of its own: it lives exactly as long as its job, which a move,
+        a pause or weeks of retries can make any time; it is deleted when the job's item
+        expires (forget). A record whose request died before writing its job stays until a
+        repeat of that request writes the job (about 200 bytes)."""
         written, old = self._write_if(
             "put",
             Item={
@@ -43,7 +50,6 @@ class IdempotencyKeys(TableAdapter):
                 "job_id": str_attr(record.job_id),
                 "fingerprint": str_attr(record.fingerprint),
                 "created_at": num_attr(record.created_at_ms),
-                "expires_at": num_attr(expires_at_s),
             },
             ConditionExpression="attribute_not_exists(pk)",
         )
@@ -56,3 +62,19 @@ class IdempotencyKeys(TableAdapter):
             fingerprint=old["fingerprint"]["S"],
             created_at_ms=int(old["created_at"]["N"]),
         )
+
+    def forget(self, *, queue: str, key: str, job_id: str) -> bool:
+        """Delete the key's record if it still names `job_id` (the job's item has expired). A
+        record that names another job stays. Repeating it is harmless."""
+        try:
+            self._db.delete_item(
+                TableName=self._table,
+                Key={"pk": str_attr(idempotency_pk(queue, key)), "sk": str_attr(IDEM_SK)},
+                ConditionExpression="job_id = :job",
+                ExpressionAttributeValues={":job": str_attr(job_id)},
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True

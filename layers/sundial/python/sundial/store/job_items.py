@@ -67,6 +67,7 @@ def job_to_item(job: Job) -> Item:
         ("schedule_id", job.schedule_id),
         ("result", job.result_json),
         ("correlation_id", job.correlation_id),
+        ("runner", job.runner),
     ):
         if text is not None:
             item[name] = str_attr(text)
@@ -75,6 +76,7 @@ def job_to_item(job: Job) -> Item:
         ("cancelled_at", job.cancelled_at_ms),
         ("lease_until", job.lease_until_ms),
         ("expires_at", job.expires_at_s),
+        ("runner_until", job.runner_until_ms),
     ):
         if value is not None:
             item[name] = num_attr(value)
@@ -141,6 +143,7 @@ def move_to_map(move: Move) -> Item:
         "from": num_attr(move.from_run_at_ms),
         "to": num_attr(move.to_run_at_ms),
         "changed": {"L": [str_attr(name) for name in move.changed]},
+        **({"request": str_attr(move.request)} if move.request is not None else {}),
     }
 
 
@@ -150,6 +153,7 @@ def _move_from_map(value: Item) -> Move:
         from_run_at_ms=int(value["from"]["N"]),
         to_run_at_ms=int(value["to"]["N"]),
         changed=tuple(name["S"] for name in value["changed"]["L"]),
+        request=value["request"]["S"] if "request" in value else None,
     )
 
 
@@ -308,6 +312,8 @@ def item_to_job(item: Item) -> Job:
         else None,
         revision=opt_int(item, "revision") or 0,
         moves=[_move_from_map(m["M"]) for m in item.get("moves", {}).get("L", [])],
+        runner=item["runner"]["S"] if "runner" in item else None,
+        runner_until_ms=opt_int(item, "runner_until"),
     )
 
 

@@ -15,7 +15,7 @@ from sundial.model.job import (
     Job,
     Status,
 )
-from sundial.timing import DIRECT_WINDOW_MS
+from sundial.timing import CLOCK_SKEW_MS, DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
 
 if TYPE_CHECKING:
     pass
@@ -46,13 +46,24 @@ class UnsafeWrite(RuntimeError):
     Raised before anything is written; it is a bug in the calling path, never a user error."""
 
 
-def check_owned(job: Job) -> None:
+def check_owned(job: Job, now_ms: int) -> None:
     """Refuse a new pending job due within the direct window unless it is `direct` (its
-    writer sends it). A paused queue's due-soon job is written with its queue's `held` record
-    in one transaction instead (QueueStateStore.hold_with), never through here."""
-    due_soon = job.due_ms <= job.created_at_ms + DIRECT_WINDOW_MS
+    writer sends it). `now_ms`: the clock as the write is made, never the job's first submit
+    (a retry timer carries its job's `created_at`, and a slow call reaches its write late). A
+    paused queue's due-soon job is written with its queue's `held` record in one transaction
+    instead (QueueStateStore.hold_with), never through here."""
+    due_soon = job.due_ms <= now_ms + DIRECT_WINDOW_MS
     if job.status is Status.PENDING and due_soon and not job.direct:
         raise UnsafeWrite(f"job {job.id} is due within the direct window but nobody sends it")
+
+
+def may_be_behind_a_sweep(due_ms: int, *, written_by_ms: int) -> bool:
+    """Whether a pending job written by `written_by_ms` (the writer's clock once its write
+    returned) may be due at or below a cursor already: a sweep passes `due_ms` only if it read
+    its range at some s with s + SWEEP_LOOKAHEAD_MS >= due_ms, and a read after the write saw
+    the job; so the write is safe if written_by_ms + SWEEP_LOOKAHEAD_MS (+ the clocks' skew) is
+    still short of due_ms. Otherwise the writer must send the job itself."""
+    return written_by_ms + SWEEP_LOOKAHEAD_MS + CLOCK_SKEW_MS >= due_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +76,12 @@ class ClaimOutcome:
 class JobStore(JobItemStore):
     """The job items of the table (see sundial.store for the layout)."""
 
-    def put_new(self, jobs: Sequence[Job]) -> None:
+    def put_new(self, jobs: Sequence[Job], *, now_ms: int) -> None:
         """Write brand-new jobs (fresh ULIDs, so no condition is needed), 25 per request.
-        Raises UnsafeWrite, before writing anything, for a due-soon job nobody sends."""
+        Raises UnsafeWrite, before writing anything, for a due-soon job nobody sends (as of
+        `now_ms`, the caller's clock just before this write)."""
         for job in jobs:
-            check_owned(job)
+            check_owned(job, now_ms)
         for start in range(0, len(jobs), 25):
             requests: list[Any] = [
                 {"PutRequest": {"Item": job_to_item(job)}} for job in jobs[start : start + 25]
@@ -84,10 +96,10 @@ class JobStore(JobItemStore):
             else:
                 raise Unavailable(f"DynamoDB left {len(requests)} job writes unprocessed")
 
-    def put_if_absent(self, job: Job) -> bool:
+    def put_if_absent(self, job: Job, *, now_ms: int) -> bool:
         """Write a job unless an item already has its key. True if this call created it.
-        Raises UnsafeWrite for a due-soon job nobody sends."""
-        check_owned(job)
+        Raises UnsafeWrite for a due-soon job nobody sends (as of `now_ms`, as put_new)."""
+        check_owned(job, now_ms)
         written, _ = self._write_if(
             "put", Item=job_to_item(job), ConditionExpression="attribute_not_exists(pk)"
         )
@@ -243,17 +255,20 @@ class JobStore(JobItemStore):
         self, key: JobKey, *, now_ms: int, stale_before_ms: int
     ) -> tuple[bool, Job | None]:
         """Make a pending job this caller's to send (direct), so no sweeper claims it: for jobs
-        the cursor may have passed. A job another caller took and abandoned (marked before
-        `stale_before_ms`, never sent) may be taken again. Returns (taken, the job as written
-        or, if not taken, as it is: not pending, someone else holds it, or its DAG is paused;
-        None if there is no such job)."""
+        the cursor may have passed. A job another caller made direct and abandoned (every call
+        that did so, its submit, a resume or take, a retry, began before `stale_before_ms`, and
+        it is still unsent) may be taken again. Returns (taken, the job as written or, if not
+        taken, as it is: not pending, someone else holds it, or its DAG is paused; None if
+        there is no such job)."""
         return self._update_job(
             key,
             update="SET direct = :true, resumed_at = :now",
             # A root of a paused DAG (`held`) waits for the DAG's resume, whoever asks.
             condition=(
                 "#status = :pending AND attribute_not_exists(held)"
-                " AND (attribute_not_exists(direct) OR resumed_at < :stale)"
+                " AND (attribute_not_exists(direct) OR (created_at < :stale"
+                " AND (attribute_not_exists(resumed_at) OR resumed_at < :stale)"
+                " AND (attribute_not_exists(retried_at) OR retried_at < :stale)))"
             ),
             values={
                 ":pending": str_attr(Status.PENDING),
