@@ -16,11 +16,14 @@ from pathlib import Path
 import boto3
 from moto.server import ThreadedMotoServer
 
+from sundial.local import emulator
 from sundial.local.functions import FunctionHost, HostOptions
 from sundial.local.gateway import DEFAULT_CALLER, Gateway
 from sundial.local.provision import assign_names, create_resources
+from sundial.local.streams import StreamPoller
+from sundial.local.tally import JobTally
 from sundial.local.template import LocalTemplate, TemplateError
-from sundial.local.triggers import QueuePoller, ScheduleRunner, StreamPoller
+from sundial.local.triggers import QueuePoller, ScheduleRunner
 
 log = logging.getLogger("sundial.local")
 
@@ -65,12 +68,20 @@ def check_port_free(host: str, port: int, variable: str) -> None:
             raise
 
 
+def check_ports(config: LocalConfig) -> None:
+    """Raises PortInUse (naming the variable to change) unless both ports are free."""
+    check_port_free(config.host, config.emulator_port, "SUNDIAL_EMULATOR_PORT")
+    check_port_free(config.host, config.api_port, "SUNDIAL_API_PORT")
+
+
 class LocalRuntime:
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
         self.stop_event = threading.Event()
         self.counts: Counter[str] = Counter()  # "<queue>:done|failed" from event source mappings
         self.consumed_queues: set[str] = set()  # Sundial queues with an event source mapping
+        self.tally = JobTally()  # jobs and DAG nodes by status, from the table's stream
+        self.stream_readers: list[StreamPoller] = []
         self.template = LocalTemplate.load(config.assembly_dir, config.stack_name)
         self.session = boto3.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
@@ -84,8 +95,8 @@ class LocalRuntime:
 
     def start(self) -> None:
         config = self.config
-        check_port_free(config.host, config.emulator_port, "SUNDIAL_EMULATOR_PORT")
-        check_port_free(config.host, config.api_port, "SUNDIAL_API_PORT")
+        check_ports(config)
+        emulator.install()  # moto's transactions, fixed (sundial.local.emulator)
         self._emulator = ThreadedMotoServer(
             ip_address=config.host, port=config.emulator_port, verbose=False
         )
@@ -129,18 +140,20 @@ class LocalRuntime:
         s3 = self.session.client("s3", endpoint_url=config.emulator_url)
         for source in self.template.event_sources():
             if source.kind == "dynamodb":
-                self._start_thread(
-                    StreamPoller(
-                        source,
-                        stream_arn=self.template.get_att(source.source, "StreamArn"),
-                        target=self.hosts[source.function],
-                        streams=streams,
-                        s3=s3,
-                        stop=self.stop_event,
-                        counts=self.counts,
-                        name=f"stream:{self.hosts[source.function].spec.name}",
-                    )
+                reader = StreamPoller(
+                    source,
+                    stream_arn=self.template.get_att(source.source, "StreamArn"),
+                    target=self.hosts[source.function],
+                    streams=streams,
+                    s3=s3,
+                    stop=self.stop_event,
+                    counts=self.counts,
+                    name=f"stream:{self.hosts[source.function].spec.name}",
+                    # One reader counts for the live table (each sees every record).
+                    observers=[] if self.stream_readers else [self.tally.observe],
                 )
+                self.stream_readers.append(reader)
+                self._start_thread(reader)
                 continue
             url = self.template.physical[source.source]
             name = sundial_names.get(url, self.template.get_att(source.source, "QueueName"))
