@@ -24,6 +24,8 @@ from sundial.local.template import FunctionSpec
 
 # Concurrent containers per function: enough for a long-polling worker and its acks.
 MAX_CONTAINERS = 4
+# How long a stopping runtime waits for its containers (all at once) before it kills them.
+STOP_GRACE_S = 5.0
 
 
 class InvocationError(Exception):
@@ -68,10 +70,23 @@ class FunctionHost:
         self._release(container)
 
     def stop(self) -> None:
+        self.terminate()
+        self.reap(time.monotonic() + STOP_GRACE_S)
+
+    def terminate(self) -> None:
+        """Ask every container to end (SIGTERM), without waiting: a runtime stopping ends
+        all its functions' containers at once, then reaps them (`reap`)."""
         with self._ready:
             every, self._idle = list(self._all), []
         for container in every:
-            container.stop()
+            container.terminate()
+
+    def reap(self, deadline: float) -> None:
+        """Wait for the containers until `deadline` (time.monotonic()), then kill the rest."""
+        with self._ready:
+            every = list(self._all)
+        for container in every:
+            container.reap(max(0.0, deadline - time.monotonic()))
 
     def invoke(self, event: Any) -> Any:
         """Run the handler once. Raises InvocationError for an error or a timeout."""
@@ -144,9 +159,21 @@ class _Container:
         self._conn = parent
 
     def stop(self) -> None:
+        self.terminate()
+        self.reap(STOP_GRACE_S)
+
+    def terminate(self) -> None:
         if self._process is not None and self._process.is_alive():
             self._process.terminate()
-            self._process.join(timeout=5)
+
+    def reap(self, timeout_s: float) -> None:
+        process = self._process
+        if process is None:
+            return
+        process.join(timeout=timeout_s)
+        if process.is_alive():  # SIGTERM ignored or not handled in time
+            process.kill()
+            process.join(timeout=1)
         self._process = None
 
     def invoke(self, event: Any) -> Any:

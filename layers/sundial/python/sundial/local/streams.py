@@ -237,6 +237,8 @@ class StreamPoller(threading.Thread):
         try:
             result = self._target.invoke({"Records": records})
         except InvocationError as error:
+            if self._halt.is_set():
+                return  # the runtime is stopping: its containers were ended under the call
             self._failed(records, str(error))
             if not retries_left:
                 self._to_failure_destination(shard_id, records, "RetryAttemptsExhausted")

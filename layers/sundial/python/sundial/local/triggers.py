@@ -133,6 +133,8 @@ class QueuePoller(threading.Thread):
         try:
             result = self._target.invoke(event)
         except InvocationError as error:
+            if self._halt.is_set():
+                return  # the runtime is stopping: its containers were ended under the call
             log.error("%s failed a batch of %d: %s", self._target.spec.name, len(messages), error)
             self._counts[f"{self._queue}:failed"] += len(messages)
             return  # every message comes back after its visibility timeout
