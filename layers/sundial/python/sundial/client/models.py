@@ -13,9 +13,9 @@ working against a newer API. Times are parsed into timezone-aware datetimes.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 Status = Literal[
     "pending", "queued", "running", "succeeded", "failed", "dead", "cancelled", "blocked", "paused"
@@ -83,11 +83,20 @@ class JobDetail(JobSummary):
     schedule_id: str | None = None
     result: JsonValue = None
     last_error: AttemptErrorView | None = None
-    history: list[AttemptErrorView] = Field(default_factory=list)
+    failed_attempts: list[AttemptErrorView] = Field(default_factory=list)
+    history: list[AttemptErrorView] = Field(default_factory=list)  # deprecated: failed_attempts
     dag_id: str | None = None
     dag_node: str | None = None
     revision: int = 0
     moves: list[MoveView] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _failed_attempts_from_an_older_api(cls, data: Any) -> Any:
+        """An API from before `failed_attempts` sent the same list as `history` only."""
+        if isinstance(data, dict) and "failed_attempts" not in data and "history" in data:
+            return {**data, "failed_attempts": data["history"]}
+        return data
 
 
 class Cancelled(ApiModel):
