@@ -86,7 +86,8 @@ chromium: ## Install Debian's chromium for the admin UI's browser tests (if miss
 # the least-privilege check also checks the AWS calls every other test's handlers made, which
 # each worker leaves in HANDLER_CALLS (tests/iam_calls.py).
 TEST_WORKERS ?= auto
-SERIAL_TESTS := tests/infrastructure/test_least_privilege.py tests/integration/test_local_runtime.py
+SERIAL_TESTS := tests/infrastructure/test_least_privilege.py tests/integration/test_local_runtime.py \
+	tests/integration/test_first_ten_minutes.py
 HANDLER_CALLS := $(CURDIR)/build/handler-calls
 
 .PHONY: test
