@@ -92,7 +92,7 @@ class QueueSettings(QueueQuota):
     # "stack-account"). None (the default): the stack's own account may do everything, as IAM
     # auth alone allowed. {} : nobody, until the construct's grant_* helpers add someone.
     access: QueueAccess | None = None
-    # Fair dispatch (README "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
+    # Fair dispatch (docs/api.md "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
     # the sweepers make visible on this queue: a flood due at once is spread over the following
     # seconds with DelaySeconds (in due order, never before due), so the team's consumers and
     # what they call see a steady rate. None: no cap. Global, approximated per shard (each shard
