@@ -286,7 +286,8 @@ def _stop(process: subprocess.Popen[bytes]) -> dict[str, Any]:
         time.sleep(0.05)
     return {
         "seconds": time.monotonic() - started,
-        "exit": process.returncode,
+        "exit": process.returncode,  # negative: killed, after STOP_LIMIT_S
+        "limit_s": STOP_LIMIT_S,
         "left_behind": sum(1 for pid in tree if _alive(pid)),
     }
 

@@ -24,6 +24,21 @@ def _pause(variant: dict[str, Any]) -> str:
     )
 
 
+def _stop(variant: dict[str, Any]) -> str:
+    stop = variant["stop"]
+    if stop["exit"] < 0:  # killed by the bench once its limit had passed
+        limit = stop.get("limit_s", 120)
+        return f"not within {limit:.0f} s: killed ({stop['left_behind']} processes left)"
+    return f"{stop['seconds']:.1f} s (exit {stop['exit']}, {stop['left_behind']} left behind)"
+
+
+def _stop_short(variant: dict[str, Any]) -> str:
+    stop = variant["stop"]
+    if stop["exit"] < 0:
+        return f"over {stop.get('limit_s', 120):.0f} s"
+    return f"{stop['seconds']:.0f} s"
+
+
 def render(result: dict[str, Any], summary: list[tuple[str, str, str, str]]) -> str:
     variants = result["variants"]
     now = variants["now"]
@@ -53,13 +68,7 @@ def render(result: dict[str, Any], summary: list[tuple[str, str, str, str]]) -> 
         "the runtime's own process (RSS; growth while idle)",
         lambda v: f"{v['idle']['runtime_rss_mb']:,.0f} MB (+{v['idle']['rss_growth_mb']:,.0f} MB)",
     )
-    add(
-        "Ctrl-C until every process has exited",
-        lambda v: (
-            f"{v['stop']['seconds']:.1f} s (exit {v['stop']['exit']}, "
-            f"{v['stop']['left_behind']} left behind)"
-        ),
-    )
+    add("Ctrl-C until every process has exited", _stop)
     table = "\n".join(_row(label, values) for label, values in rows)
     before = result.get("before_revision")
     if before is not None and "before" in variants:
@@ -69,7 +78,7 @@ def render(result: dict[str, Any], summary: list[tuple[str, str, str, str]]) -> 
                 "Local runtime: pause of a 10-second schedule; Ctrl-C",
                 f"{now['pause'].get('median_s', float('nan')):.1f} s "
                 f"(was {old['pause'].get('median_s', float('nan')):.0f} s); "
-                f"{now['stop']['seconds']:.0f} s (was {old['stop']['seconds']:.0f} s)",
+                f"{_stop_short(now)} (was {_stop_short(old)})",
                 "well under the API's 29 s; a few seconds",
                 "measured",
             )

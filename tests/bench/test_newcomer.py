@@ -8,6 +8,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.newcomer import _sample, _stop, _tree
 from bench.newcomer_report import render
@@ -29,7 +30,7 @@ def test_a_process_tree_is_sampled_and_stopped_whole() -> None:
     assert stopped["left_behind"] == 0 and stopped["seconds"] < 20
 
 
-def _variant(pause_s: float, stop_s: float) -> dict[str, object]:
+def _variant(pause_s: float, stop_s: float) -> dict[str, Any]:
     return {
         "startup_s": 50.0,
         "demo": {"exit": 0, "seconds": 44.0, "tracebacks": 0},
@@ -43,18 +44,20 @@ def _variant(pause_s: float, stop_s: float) -> dict[str, object]:
 
 
 def test_the_section_shows_before_and_now_side_by_side() -> None:
-    result = {
+    result: dict[str, Any] = {
         "idle_minutes": 10.0,
         "pauses": 1,
         "before_revision": "d1fd5ca",
-        "variants": {"now": _variant(1.5, 5.7), "before": _variant(59.2, 49.3)},
+        "variants": {"now": _variant(1.5, 5.7), "before": _variant(59.2, 122.0)},
     }
+    result["variants"]["before"]["stop"]["exit"] = -9  # killed past the bench's limit
     summary: list[tuple[str, str, str, str]] = []
     text = render(result, summary)
     assert "| | before (`d1fd5ca`) | now |" in text
-    assert "| Ctrl-C until every process has exited | 49.3 s" in text
+    assert "| Ctrl-C until every process has exited | not within 120 s: killed" in text
+    assert "| 5.7 s (exit 0, 0 left behind) |" in text
     assert "1.5 s median" in text and "82 occurrences parked" in text
-    assert summary[0][1] == "1.5 s (was 59 s); 6 s (was 49 s)"
+    assert summary[0][1] == "1.5 s (was 59 s); 6 s (was over 120 s)"
 
 
 def test_a_section_run_alone_keeps_the_others(tmp_path: Path) -> None:
