@@ -60,7 +60,8 @@ class FunctionHost:
         self._count = 0
 
     def start(self) -> None:
-        """Start one container ahead of the first call (a cold start at launch, not later)."""
+        """Start one container ahead of the first call (a cold start at launch, not later);
+        `wait_loaded` waits for it."""
         with self._ready:
             if self._count:
                 return
@@ -68,6 +69,13 @@ class FunctionHost:
         container = self._new_container()
         container.start()
         self._release(container)
+
+    def wait_loaded(self, deadline: float) -> bool:
+        """Wait until the containers started so far have loaded the handler, or `deadline`
+        (time.monotonic()) passes. False if one did not (its first call will say why)."""
+        with self._ready:
+            every = list(self._all)
+        return all(c.wait_loaded(max(0.0, deadline - time.monotonic())) for c in every)
 
     def stop(self) -> None:
         self.terminate()
@@ -144,8 +152,10 @@ class _Container:
         self._log_path = log_path
         self._process: Any = None
         self._conn: Connection | None = None
+        self._loaded = False  # the process has said its handler is loaded
 
     def start(self) -> None:
+        self._loaded = False
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         self._process = context.Process(
@@ -157,6 +167,20 @@ class _Container:
         self._process.start()
         child.close()
         self._conn = parent
+
+    def wait_loaded(self, timeout_s: float) -> bool:
+        """Wait until the process has loaded its handler (its first message); False if it did
+        not in time or died (the first call then starts it again and reports why)."""
+        if self._loaded:
+            return True
+        if self._conn is None or not self._conn.poll(timeout_s):
+            return False
+        try:
+            self._conn.recv()  # ("loaded", None)
+        except EOFError:
+            return False
+        self._loaded = True
+        return True
 
     def stop(self) -> None:
         self.terminate()
@@ -180,14 +204,17 @@ class _Container:
         if self._process is None or not self._process.is_alive():
             self.start()
         assert self._conn is not None
+        # A cold start: the handler's module loads before the first call (Lambda's init).
+        if not self.wait_loaded(self.spec.timeout_s + 30):
+            self.stop()
+            raise InvocationError("Runtime.ExitError", "the function's process did not start")
         request_id = str(uuid.uuid4())
         try:
             self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
         except OSError:  # BrokenPipeError: the process died between calls (or is stopping)
             self.stop()
             raise InvocationError("Runtime.ExitError", "the function's process exited") from None
-        # Allow for a cold start on top of the function's own timeout.
-        if not self._conn.poll(self.spec.timeout_s + 30):
+        if not self._conn.poll(self.spec.timeout_s + 5):
             self.stop()  # Lambda kills a timed-out container; the next call starts anew
             raise InvocationError("Sandbox.Timedout", f"timed out after {self.spec.timeout_s} s")
         try:
@@ -270,6 +297,7 @@ def _serve(
     sys.modules[module_name] = module
     module_spec.loader.exec_module(module)
     handler = getattr(module, function_name)
+    conn.send(("loaded", None))  # the runtime waits for this before it says it is ready
     while True:
         try:
             event, request_id, deadline = conn.recv()

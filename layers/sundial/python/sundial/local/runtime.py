@@ -27,6 +27,8 @@ from sundial.local.template import LocalTemplate, TemplateError
 from sundial.local.triggers import QueuePoller, ScheduleRunner
 
 log = logging.getLogger("sundial.local")
+# How long start-up waits for the functions' processes to load their handlers.
+LOAD_TIMEOUT_S = 300
 
 
 class PortInUse(Exception):
@@ -112,6 +114,13 @@ class LocalRuntime:
         }
         for host in self.hosts.values():
             host.start()
+        # Ready means answering: each function's first process has loaded its handler (on a
+        # busy machine that takes half a minute, which the first call used to wait out).
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        slow = [h.spec.name for h in self.hosts.values() if not h.wait_loaded(deadline)]
+        if slow:
+            log.warning("not loaded after %d s (their first call starts them): %s",
+                        LOAD_TIMEOUT_S, ", ".join(slow))  # fmt: skip
         gateway = Gateway(
             routes=self.template.routes(),
             hosts=self.hosts,
