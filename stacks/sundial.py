@@ -21,12 +21,16 @@ from stacks.functions import (
     JobFunctions,
 )
 from stacks.history_buckets import HistoryBuckets
-from stacks.history_capture import HISTORY_TIMEOUT, HistoryCapture
+from stacks.history_capture import (
+    HISTORY_FAILED_RECORDS_METRIC,
+    HISTORY_TIMEOUT,
+    HistoryCapture,
+)
 from stacks.history_glue import HistoryAnalytics
 from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
-from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue
+from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue, WatchedStream
 from stacks.payload_bucket import PayloadBucket
 from stacks.settings import SundialSettings
 
@@ -141,6 +145,11 @@ class Sundial(Construct):
                     DEAD_LETTER_INDEXER_TIMEOUT,
                 ),
                 WatchedFunction("history", self.history_capture.function, HISTORY_TIMEOUT),
+            ],
+            streams=[
+                WatchedStream(
+                    "history", self.history_capture.function, HISTORY_FAILED_RECORDS_METRIC
+                )
             ],
             dispatch_failures=self.dispatch.failures,
             stage=self.api.stage,

@@ -13,7 +13,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from moto.dynamodb.responses import DynamoHandler
 
-from sundial.local.triggers import sqs_record, stream_record
+from sundial.local.streams import stream_record
+from sundial.local.triggers import sqs_record
 from sundial.store.queue_states import QUEUES_PK
 from tests.iam_calls import attributed
 

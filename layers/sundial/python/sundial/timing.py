@@ -63,6 +63,20 @@ Other write sequences and what they interleave with:
   A resume that lands first makes the park fail; the parker decides again (the occurrence fires)
   and a pause answers 409 "resumed while this pause ran". So a resumed schedule never keeps a
   parked occurrence, whatever the order of pause, resume and sweep.
+  A pause parks all its occurrences (those sent for a time still ahead, and the waiting head)
+  in as few transactions as TransactWriteItems takes: the check and up to 99 parks in each
+  (ScheduleStore.park_all; one transaction for the densest schedule, every 10 s: at most 91
+  occurrences in 15 minutes; it was one per occurrence). The rule holds per transaction:
+  - A resume landing between two of them: the earlier ones are written and the later ones fail
+    their check (409). The resume flips the state first and reads the occurrences after, so it
+    sees every park written before its flip and releases it; none is written after it.
+  - An occurrence that stops being parkable while the pause runs (a consumer took it, a cancel,
+    a sweep's own park) fails its entry: the whole transaction is cancelled, and written again
+    without it (it is left as the other write made it, as a lone park that failed would have
+    left it). Each round leaves one out, so the rounds end. The pause parks only what it read
+    as parkable, so such a round is rare.
+  - A crash between two transactions leaves the earlier parks and a paused schedule: what a
+    crash after some of the one-by-one parks left. Pausing again repeats the work.
 - An update of a schedule (PATCH, ScheduleService.update) replaces the chain's head H, the one
   occurrence no run record decides yet, in ONE transaction (ScheduleStore.revise): the schedule's
   new settings, conditional on the revision read and on not being deleted; H's run record,

@@ -67,7 +67,8 @@ _EXIT_CODES: list[tuple[type[SundialError], int]] = [
 ]
 
 EPILOG = f"""\
-API: --api URL, else $SUNDIAL_API, else the local runtime ({LOCAL_API}, `make run`).
+API: --api URL, else $SUNDIAL_API, else the local runtime (`make run`) at $SUNDIAL_HOST and
+$SUNDIAL_API_PORT, as `make run` reads them ({LOCAL_API} unless set).
 HTTPS URLs are SigV4-signed with your AWS credentials (the standard chain); failed requests
 are retried with backoff where repeating them is safe (submits carry an idempotency key).
 
@@ -471,7 +472,11 @@ and a header a foreign site cannot send), and passes on only the API routes the 
 def _common(*, output: bool = True) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("connection and output" if output else "connection")
-    group.add_argument("--api", help=f"API base URL (default: $SUNDIAL_API, else {LOCAL_API})")
+    group.add_argument(
+        "--api",
+        help=f"API base URL (default: $SUNDIAL_API, else the local runtime: {LOCAL_API} "
+        "or $SUNDIAL_HOST/$SUNDIAL_API_PORT)",
+    )
     if output:
         group.add_argument("--json", action="store_true", help="print JSON instead of tables")
     group.add_argument("--region", help="AWS region to sign for, for a custom domain")

@@ -21,7 +21,6 @@ Retries. Each method says whether repeating its request is safe, and the client 
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 import uuid
@@ -79,12 +78,12 @@ from sundial.client.models import (
     from_api,
 )
 from sundial.client.transport import (
-    LOCAL_API,
     ApiRequest,
     ApiResponse,
     HttpTransport,
     Transport,
     TransportFailure,
+    default_api_url,
 )
 
 if TYPE_CHECKING:
@@ -179,11 +178,12 @@ def _retry(retry: RetryPolicy | Mapping[str, Any] | None) -> dict[str, Any] | No
 class SundialClient:
     """A client of one Sundial API.
 
-    `api_url`: the API's base URL; default `SUNDIAL_API`, else the local runtime
-    (http://127.0.0.1:8000). HTTPS URLs, any host, are SigV4-signed for `execute-api` with
-    the standard AWS credential chain (or `credentials`), in the region of an
-    `*.execute-api.<region>.amazonaws.com` host, else `region`, else `AWS_REGION`. Plain HTTP
-    is sent unsigned; `caller` then names the identity the local runtime acts as.
+    `api_url`: the API's base URL; default `SUNDIAL_API`, else the local runtime at
+    SUNDIAL_HOST:SUNDIAL_API_PORT (http://127.0.0.1:8000 unless set). HTTPS URLs, any host,
+    are SigV4-signed for `execute-api` with the standard AWS credential chain (or
+    `credentials`), in the region of an `*.execute-api.<region>.amazonaws.com` host, else
+    `region`, else `AWS_REGION`. Plain HTTP is sent unsigned; `caller` then names the identity
+    the local runtime acts as.
     `transport` replaces HTTP altogether (tests pass the handlers in-process)."""
 
     def __init__(
@@ -199,7 +199,7 @@ class SundialClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        self.api_url = (api_url or os.environ.get("SUNDIAL_API") or LOCAL_API).rstrip("/")
+        self.api_url = (api_url or default_api_url()).rstrip("/")
         self._transport: Transport = transport or HttpTransport(
             self.api_url,
             region=region,

@@ -16,7 +16,15 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, PlainSerializer, PrivateAttr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PrivateAttr,
+    model_validator,
+)
 
 Status = Literal[
     "pending", "queued", "running", "succeeded", "failed", "dead", "cancelled", "blocked", "paused"
@@ -155,11 +163,20 @@ class JobDetail(JobSummary):
     schedule_id: str | None = None
     result: JsonValue = None
     last_error: AttemptErrorView | None = None
-    history: list[AttemptErrorView] = Field(default_factory=list)
+    failed_attempts: list[AttemptErrorView] = Field(default_factory=list)
+    history: list[AttemptErrorView] = Field(default_factory=list)  # deprecated: failed_attempts
     dag_id: str | None = None
     dag_node: str | None = None
     revision: int = 0
     moves: list[MoveView] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _failed_attempts_from_an_older_api(cls, data: Any) -> Any:
+        """An API from before `failed_attempts` sent the same list as `history` only."""
+        if isinstance(data, dict) and "failed_attempts" not in data and "history" in data:
+            return {**data, "failed_attempts": data["history"]}
+        return data
 
 
 class Cancelled(ApiModel):

@@ -66,6 +66,8 @@ UNSENT_LOOKBACK_MS = 6 * 3_600_000
 _UPDATE_ATTEMPTS = 5
 # What a head may be for an update to replace it: not yet decided (nothing claimed it).
 _REPLACEABLE = frozenset({Status.PENDING, Status.PAUSED, Status.CANCELLED})
+# What a pause may park (JobStore.park_write's condition, with attempts = 0).
+_PARKABLE = frozenset({Status.PENDING, Status.QUEUED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -588,16 +590,20 @@ class ScheduleService:
         # Occurrences already sent for a time still ahead: hold them (the consumer skips a
         # paused job). Then the one waiting in the table, which a sweeper may be advancing
         # from right now: holding it makes that sweeper's claim fail.
-        # Each hold is conditional on the schedule still being paused (ScheduleStore.park): a
-        # resume that overtakes this pause must not find its occurrences parked after it.
+        # The holds are written in as few transactions as TransactWriteItems allows (one for
+        # the densest schedule), each conditional on the schedule still being paused
+        # (ScheduleStore.park_all): a resume that overtakes this pause must not find its
+        # occurrences parked after it. Those already run, cancelled or gone are skipped.
         ahead = [job for record, job in self._recent_ahead(schedule, now) if job is not None]
         head = self._head(schedule)
         if head is not None and head.status is Status.PENDING:
             ahead.append(head)
-        for job in ahead:
-            parked = self._schedules.park(schedule.id, self._store.park_write(job.key, now_ms=now))
-            if parked is Parked.NOT_PAUSED:
-                raise Conflict("schedule was resumed while this pause ran; retry", status=None)
+        # Only what the park's condition admits, as read: a run or held one would only cost a
+        # transaction that fails and is written again without it.
+        parkable = [j for j in ahead if j.status in _PARKABLE and j.attempts == 0]
+        writes = [self._store.park_write(job.key, now_ms=now) for job in parkable]
+        if self._schedules.park_all(schedule.id, writes) is Parked.NOT_PAUSED:
+            raise Conflict("schedule was resumed while this pause ran; retry", status=None)
         return schedule
 
     def _recent_ahead(self, schedule: Schedule, now: int) -> Iterator[tuple[RunRecord, Job | None]]:
