@@ -328,6 +328,18 @@ before, carrying the reference instead of the payload. Interleavings:
   job goes dead, its envelope to the DLQ), an S3 outage fails the delivery (SQS redelivers). The
   invariants hold as before: the job item is the only state dispatch reads, and it is written
   after its object exists.
+
+DEFERRED SENDS. A DAG node released by a consumer Lambda onto a paused queue
+(services.deferral): a consumer's role may not write the queue's state (stacks/consumers.py),
+so it cannot record the node for the queue's catch-up (`held`). It releases the node `queued`
+and `direct` (no sweep sends it) and puts a retry timer for its first attempt DEFERRED_SEND
+ahead, more than DIRECT_WINDOW: no sweep can have passed the timer, and it is an ordinary
+pending job of the queue, so the sweeper sends it at its time once the queue runs, or the
+queue's catch-up does (it lies above the cursors at the pause). Either way the node's message
+comes from the timer, at the resume or DEFERRED_SEND after the release, whichever is later; the
+fence admits the queued node's first attempt. A repeat (the parent's redelivery) puts another
+timer: one more message, which the fence drops. A node released onto a running queue is sent at
+once, as always.
 """
 
 from __future__ import annotations
@@ -342,6 +354,8 @@ SWEEPER_TIMEOUT_MS = 60_000
 SUBMIT_IN_FLIGHT_MS = 30_000
 # The sweeper stops taking new jobs when less than this is left before its Lambda deadline.
 SWEEP_DEADLINE_MARGIN_MS = 5_000
+# A consumer's deferred send of a DAG node released onto a paused queue: a timer this far ahead.
+DEFERRED_SEND_MS = DIRECT_WINDOW_MS + 1_000
 
 assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS

@@ -25,11 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
-from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.ids import JobKey
-from sundial.model.job import AttemptError, Job, Status
+from sundial.model.job import AttemptError, Job, Status, retry_timer
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore
@@ -260,23 +258,10 @@ class Attempts:
             # The retry may be far out (a worker's retry_after, a long backoff): its stored
             # payload's lifecycle restarts first, as a move's does.
             deps.payloads.refresh(job.payload_ref)
-        timer = Job(
-            key=JobKey(
-                shard=job.key.shard, due_ms=at_ms, ulid=str(ULID.from_timestamp(now / 1000))
-            ),
-            queue=job.queue,
-            payload_json=job.payload_json,
-            payload_ref=job.payload_ref,  # its message references the same stored payload
-            priority=job.priority,
-            max_attempts=job.max_attempts,
-            created_at_ms=job.created_at_ms,
-            retry_of=job.origin or job.key,  # the job's id, wherever a move put it
-            retry_attempt=attempt,
-            revision=job.revision,  # its message is of the job's revision
-            expires_at_s=self._expiry(at_ms),
-            dag=job.dag,  # the retry's message carries the node's DAG context too
+        timer = retry_timer(
+            job, attempt=attempt, at_ms=at_ms, now_ms=now, expires_at_s=self._expiry(at_ms)
         )
-        deps.store.put_if_absent(timer)  # one PutItem: all a consumer's role may write
+        deps.store.put_if_absent(timer)  # a consumer role's one kind of PutItem (a timer)
 
     def to_dead_letter_queue(self, job: Job, attempt: int) -> None:
         deps = self.deps

@@ -12,7 +12,11 @@ For each SQS record (Powertools batch processing, partial batch responses):
 1. decode and validate the envelope; a body that is not one fails the record, so SQS redrives
    it to the DLQ after maxReceiveCount;
 2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, or if this
-   delivery is for an attempt that is no longer due (a duplicate);
+   delivery is for an attempt that is no longer due (a duplicate); skip a message whose id
+   names no job of its queue (a retry timer's item, or another queue's job). The function
+   gets the envelope rebuilt from the job's item (`as_stored`): its payload, queue and DAG
+   context are the item's, never the message's, so whoever may send to the queue decides
+   at most which attempt of which of its jobs is run;
    a payload stored in S3 (`payload_ref`) is fetched and checked against its sha256 here, and
    the function gets the envelope with the payload in place, as if it had been inline. A
    missing or altered object is a permanent failure of the attempt (the job goes dead, to the
@@ -52,7 +56,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.clock import Clock
 from sundial.ids import JobKey
-from sundial.model.job import Priority
+from sundial.model.job import Job, Priority
 from sundial.model.payloads import PayloadUnavailable
 from sundial.runs.attempts import (
     Attempts,
@@ -60,7 +64,7 @@ from sundial.runs.attempts import (
     attempt_error,
 )
 from sundial.store.payloads import PayloadStore
-from sundial.transport.envelope import Envelope
+from sundial.transport.envelope import Envelope, envelope_body
 from sundial.transport.sender import QueueSender
 
 logger = Logger(child=True)
@@ -95,6 +99,19 @@ def with_stored_payload(envelope: Envelope, payloads: PayloadStore | None) -> En
             "payload bucket (SUNDIAL_PAYLOAD_BUCKET)"
         )
     return envelope.model_copy(update={"payload": json.loads(payloads.get(ref))})
+
+
+def as_stored(job: Job, message: Envelope) -> Envelope | None:
+    """The envelope the function gets: rebuilt from the job's item (its queue, payload or stored
+    reference, DAG context), with the message's attempt and due time. A message is only a
+    pointer to an attempt: whoever could send to the queue (a consumer granted DAG children's
+    queues, or a retry timer a consumer put) must not choose what runs. None when the message
+    names an item that is no job of its queue: a retry timer (bookkeeping, never addressed by
+    id) or a job of another queue."""
+    if job.retry_of is not None or job.queue != message.queue:
+        return None
+    stored = Envelope.model_validate_json(envelope_body(job, attempt=message.attempt))
+    return stored.model_copy(update={"run_at": message.run_at})
 
 
 class NonRetryableError(Exception):
@@ -201,13 +218,18 @@ class JobConsumer:
         if job is None:
             logger.warning("job not found: expired or never accepted", extra={"id": envelope.id})
             return
+        message, stored = envelope, as_stored(job, envelope)
+        if stored is None:
+            extra = {"id": message.id, "queue": message.queue, "job_queue": job.queue}
+            logger.warning("skipped: the message does not match its job's item", extra=extra)
+            return
+        envelope = stored
         # A message SQS delivered before came back because its runner stopped renewing it.
         # (Lambda's event always carries the count; a hand-made record may not.)
         receive_count = record.raw_event.get("attributes", {}).get("ApproximateReceiveCount", "1")
         redelivered = int(receive_count) > 1
-        if not self.attempts.admit(
-            job, attempt, revision=envelope.revision, redelivered=redelivered
-        ):
+        revision = message.revision
+        if not self.attempts.admit(job, attempt, revision=revision, redelivered=redelivered):
             return
         unavailable: PayloadUnavailable | None = None
         try:
