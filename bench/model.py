@@ -14,7 +14,8 @@ Assumptions (documented limits, us-east-1 defaults; most are soft quotas AWS rai
   memory, one vCPU at 1,769 MB (Python uses one). Duration = CPU / vCPU share + the calls'
   latencies (bench.latency) that are not overlapped.
 - API Gateway HTTP API: 10,000 requests/s per account and region, and the stage's own throttle
-  as synthesized (cdk.json "api": what a deployment accepts, and what the README promises).
+  as synthesized (cdk.json "api": what a deployment accepts, and what docs/configuration.md
+  promises).
 - SQS standard queues: nearly unlimited requests per second, so not a limit here.
 - A sweeper has one tick (60 s, less a 5 s margin) to dispatch what it claims, and claims
   CLAIM_CONCURRENCY jobs at a time; it sends a flush's batches of 10 on the same pool, together.

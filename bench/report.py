@@ -520,7 +520,7 @@ Lambda, which sampling rules do not change), $5 per million traces, so it costs 
 volume, where nearly every invocation is traced: {_money(xray)} per million here, the Dynein-style
 model charged the same way for its functions. `observability.tracing: pass_through` turns it
 off unless a caller sends a sampled trace header, and `log_level: WARNING` drops the INFO lines
-(cdk.json; README, Configuration). Custom metrics are billed per metric and month, not per job:
+(cdk.json; docs/configuration.md). Custom metrics are billed per metric and month, not per job:
 the functions emit {len(metrics)} (one dimension, the service), at most
 {_money(idle.get("custom_metrics_dollars_per_month", 0.0))} a month, in the fixed cost below with
 the idle ticks."""
@@ -1131,7 +1131,7 @@ drained queues (moto's SendMessage walks every message already queued).
                 f"{config['shard_count']} shards)",
                 f"{single_rate:,.0f}/s single submits ({deployed['single']['limits'][shards_key]}); "
                 f"{batch_rate:,.0f}/s in batches of 25 ({deployed['batch']['limits'][shards_key]})",
-                "as configured = as the README promises",
+                "as configured = as docs/configuration.md promises",
                 "model",
             ),
             (
@@ -1203,7 +1203,7 @@ Dispatches/s:
 **What it means.** As deployed, the API stage's throttle ({stage_limit:,} requests/s, cdk.json
 `api`) is what bounds single submits: {single_rate:,.0f}/s at {config["shard_count"]} shards;
 batches of 25 carry {batch_rate:,.0f} jobs/s there, bounded by
-{deployed["batch"]["limits"][shards_key]} (the README states both). With the throttle raised to
+{deployed["batch"]["limits"][shards_key]} (docs/configuration.md states both). With the throttle raised to
 API Gateway's 10,000 requests/s account limit, single submits reach 10,000/s
 {f"at {sub_at} shards" if sub_at else "nowhere in range"} with enough Lambda concurrency, and
 partitions (shards) and the table quota are the next limits. Dispatch

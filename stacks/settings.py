@@ -93,7 +93,7 @@ class QueueSettings(QueueQuota):
     # auth alone allowed, and a grant_* on the queue is refused (it would narrow nothing).
     # {} : nobody, until the construct's grant_* helpers add someone.
     access: QueueAccess | None = None
-    # Fair dispatch (README "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
+    # Fair dispatch (docs/api.md "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
     # the sweepers make visible on this queue: a flood due at once is spread over the following
     # seconds with DelaySeconds (in due order, never before due), so the team's consumers and
     # what they call see a steady rate. None: no cap. Global, approximated per shard (each shard

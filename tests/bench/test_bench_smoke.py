@@ -153,7 +153,7 @@ def test_fair_dispatch_sends_everything_never_early_and_the_cap_holds(smoke_run:
             assert run["flood_sent"] == params["flood_jobs"], variant
             assert run["quiet_sent"] == params["quiet_jobs"], variant
             assert run["early"] == 0, variant
-    # The cap's bound (README, "Fair dispatch"): in any second, at most the group's share of
+    # The cap's bound (docs/api.md, "Fair dispatch"): in any second, at most the group's share of
     # the rate plus one slot per shard of the group
     for run in fairness["runs"]["capped"]:
         bound = run["group_cap_per_second"] + fairness["group_shards"]

@@ -47,7 +47,7 @@ def test_defaults_are_on_demand_traced_and_throttled_at_1000(synthesized: Synthe
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert "ProvisionedThroughput" not in table
     assert not synthesized.resources("AWS::ApplicationAutoScaling::ScalableTarget")
-    # And the stage accepts 1,000 requests/s (burst 500), as the README promises
+    # And the stage accepts 1,000 requests/s (burst 500), as docs/configuration.md promises
     assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] == 1000
     assert stage["DefaultRouteSettings"]["ThrottlingBurstLimit"] == 500
     # And every function is traced and logs at INFO

@@ -110,7 +110,7 @@ def test_scenario_09_skipping_one_run_of_a_paused_schedule_does_not_stop_it(
     deps.schedules.pause(schedule.id)
     assert _fired(deps, clock, minutes=35) == Counter()
     [parked] = _occurrences(Status.PAUSED)
-    # When the client skips that run (DELETE /jobs/{id}, as the README offers), then resumes
+    # When the client skips that run (DELETE /jobs/{id}, as docs/schedules.md offers), then resumes
     assert deps.jobs.cancel(parked) is Status.CANCELLED
     deps.schedules.resume(schedule.id)
     # Then the schedule goes on: 13:30 and 14:30 fire, once each

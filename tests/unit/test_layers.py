@@ -1,4 +1,5 @@
-"""The package's rooms and the direction of their imports (README, "Architecture").
+"""The package's rooms and the direction of their imports (docs/architecture.md, "The code: one
+room per concept").
 
 A module may import its own room and any room on a lower floor, never one above it or a
 neighbour on its own floor; and no modules import each other in a circle. Imports inside

@@ -260,7 +260,7 @@ Why the invariants hold, against what it interleaves with:
 - A queue's pause: its jobs are passed over (not planned, no slot), deferred ones included, and
   the cursor moves on; the pause recorded the lowest cursor, which was held at or below every
   deferred job, so its resume's catch-up reads them and sends them. The catch-up is not
-  paced (it sends what a pause held back; the README says so).
+  paced (it sends what a pause held back; docs/api.md, Fair dispatch, says so).
 - A schedule's successor written during the sweep (OccurrenceChain.advance): if its queue is
   capped it is placed after every planned job, or deferred, and the cursor holds at it, before
   its chain is decided, so nothing is written for an occurrence this sweep does not send.
@@ -298,7 +298,7 @@ DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simul
   before the item's delete leaves an item whose job is no longer dead: the next replay skips
   it and deletes it.
 - Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
-  a retry by id of a cancelled job re-runs it, by request (README: Jobs).
+  a retry by id of a cancelled job re-runs it, by request (docs/api.md, POST /jobs/{id}/retry).
 
 A PAYLOAD IN S3 (issue 17, item 5; sundial.model.payloads, sundial.store.payloads). A submit
 (POST /jobs, batch, an idempotent repeat that writes the job again) and a move with a new

@@ -144,7 +144,7 @@ def _on_domain_error(error: SundialError) -> Response[str]:
 
 
 # AWS answers that mean "not now" once botocore's own retries (standard mode, 5 attempts) are
-# spent: the request is safe to repeat (every route is, by design: see README, Guarantees).
+# spent: the request is safe to repeat (every route is, by design: see docs/guarantees.md).
 TRANSIENT_AWS_ERRORS = frozenset(
     {
         "ProvisionedThroughputExceededException",

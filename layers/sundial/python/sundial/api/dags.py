@@ -171,7 +171,7 @@ class DagPage(BaseModel):
     "counts, a page at a time. A page costs one query of the queue's DAG index and one range "
     "query of each DAG's nodes. A DAG that also uses a queue the caller may not read is left "
     "out, as GET /dags/{id} would refuse it. DAGs submitted before the index existed appear "
-    "once the deployment's backfill has run (README, Upgrading).",
+    "once the deployment's backfill has run (docs/deploy.md, Upgrading).",
     tags=["dags"],
     responses={
         200: _documented(DagPage, "A page"),

@@ -31,7 +31,7 @@ from sundial.model.schedule import (
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
 from sundial.services.cursors import MAX_LISTING_PAGE
-from sundial.services.schedules import RunView, ScheduleView
+from sundial.services.schedules import RunsWhen, RunView, ScheduleView
 from sundial.wiring import dependencies
 
 ScheduleId = Annotated[
@@ -70,12 +70,19 @@ class RunDetail(RunSummary):
     status: Status | None = Field(description="The job's status now; null once it has expired")
     attempts: int | None = None
     finished_at: str | None = None
+    upcoming: bool = Field(
+        default=False,
+        description="true while the occurrence's time is still ahead: decided (an occurrence "
+        "due within 15 minutes is handed to SQS early, with a delay, and says `fired`) but not "
+        "yet run; false once its time has come",
+    )
 
     @classmethod
     def of_view(cls, view: RunView) -> RunDetail:
         job = view.job
         return cls(
             **RunSummary.of(view.run).model_dump(),
+            upcoming=view.upcoming,
             status=job.status if job else None,
             attempts=job.attempts if job else None,
             finished_at=_time(job.finished_at_ms) if job else None,
@@ -130,8 +137,9 @@ class ScheduleDetail(ScheduleSummary):
         description="The next occurrence from now; null while paused or once ended"
     )
     last_run: RunSummary | None = Field(
-        description="The latest occurrence dispatched (or skipped); those due within 15 "
-        "minutes are dispatched ahead, with SQS delays"
+        description="The latest occurrence whose time has come (dispatched or skipped); never "
+        "one still ahead (those due within 15 minutes are dispatched early, with SQS delays: "
+        "GET /schedules/{id}/runs?when=upcoming lists them)"
     )
 
     @classmethod
@@ -215,7 +223,7 @@ def create_schedule(request: CreateSchedule) -> Response[str]:
     description="Every schedule of the queue not deleted, oldest first, one page at a time. "
     "Each page costs one query of the queue's schedule index and one batch read of the "
     "schedules listed. Schedules created before the index existed appear once the "
-    "deployment's backfill has run (README, Upgrading).",
+    "deployment's backfill has run (docs/deploy.md, Upgrading).",
     tags=["schedules"],
     responses={
         200: _documented(SchedulePage, "A page"),
@@ -246,7 +254,9 @@ def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
 @schedules_router.get(
     "/schedules/<schedule_id>/runs",
     summary="List a schedule's runs",
-    description="Newest first, each with its job's current status. Page with `before`.",
+    description="Newest first, each with its job's current status and whether its time is "
+    "still ahead (`upcoming`). Page with `before`; `when=past` lists only the runs whose time "
+    "has come, `when=upcoming` only those decided ahead of their time.",
     tags=["schedules"],
     responses={200: _documented(RunsPage, "A page of runs"), 400: _INVALID, 404: _UNKNOWN},
 )
@@ -257,6 +267,10 @@ def list_runs(
         str | None,
         Query(max_length=40, description="Only runs scheduled before this time (RFC 3339)"),
     ] = None,
+    when: Annotated[
+        RunsWhen | None,
+        Query(description="past: only runs whose time has come; upcoming: only those ahead"),
+    ] = None,
 ) -> RunsPage:
     before_ms = None
     if before is not None:
@@ -264,7 +278,9 @@ def list_runs(
             before_ms = parse_rfc3339(before)
         except ValueError as error:
             raise InvalidInput("before", str(error)) from None
-    runs, more = dependencies().schedules.runs(schedule_id, limit=limit, before_ms=before_ms)
+    runs, more = dependencies().schedules.runs(
+        schedule_id, limit=limit, before_ms=before_ms, when=when
+    )
     return RunsPage(runs=[RunDetail.of_view(r) for r in runs], next_before=_time(more))
 
 

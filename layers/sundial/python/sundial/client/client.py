@@ -69,11 +69,14 @@ from sundial.client.models import (
     ReplayResult,
     RetryPolicy,
     RunsPage,
+    RunsWhen,
     ScheduleDetail,
     SchedulePage,
     ScheduleSummary,
     Status,
     UpdatedScheduleDetail,
+    format_rfc3339,
+    from_api,
 )
 from sundial.client.transport import (
     LOCAL_API,
@@ -110,6 +113,7 @@ class ReplayProgress:
     more: bool
     # Letters kept because another call is retrying their job: replay again in 30 s.
     in_flight: int = 0
+    answer: ReplayResult | None = None  # the last request's answer, as the API gave it
 
 
 class Keep:
@@ -130,9 +134,7 @@ def new_idempotency_key() -> str:
 def _time(value: Time | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    if value.tzinfo is None:
-        raise ValueError("give a timezone-aware datetime (e.g. datetime.now(UTC))")
-    return value.isoformat()
+    return format_rfc3339(value)
 
 
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -382,11 +384,18 @@ class SundialClient:
         return self._call(ScheduleDetail, "GET", path, repeat=Repeat.SAFE)
 
     def schedule_runs(
-        self, schedule_id: str, *, limit: int | None = None, before: Time | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        before: Time | None = None,
+        when: RunsWhen | None = None,
     ) -> RunsPage:
         """One page of a schedule's runs, newest first; pass `next_before` as `before` for the
-        next. Safe to repeat."""
-        query = _without_none({"limit": limit, "before": _time(before)})
+        next. `when`: "past" (their time has come) or "upcoming" (decided ahead of their time:
+        an occurrence due within 15 minutes is sent early); each run says which (`upcoming`).
+        Safe to repeat."""
+        query = _without_none({"limit": limit, "before": _time(before), "when": when})
         path = f"/schedules/{_segment(schedule_id)}/runs"
         return self._call(RunsPage, "GET", path, query=query, repeat=Repeat.SAFE)
 
@@ -629,21 +638,30 @@ class SundialClient:
                 requests=progress.requests + 1,
                 more=result.more,
                 in_flight=result.in_flight,
+                answer=result,
             )
             if on_progress is not None:
                 on_progress(progress)
         return progress
 
     def purge_dead_letters(
-        self, queue: str, older_than: Time, *, limit: int | None = None
+        self,
+        queue: str,
+        older_than: Time,
+        *,
+        limit: int | None = None,
+        on_answer: Callable[[PurgeResult], None] | None = None,
     ) -> PurgeResult:
         """Delete the letters that died before `older_than` (the jobs keep their history),
-        request after request while there is `more`; returns the total. Safe to repeat."""
+        request after request while there is `more`; returns the total (`on_answer` is given
+        each request's answer). Safe to repeat."""
         query = _without_none({"older_than": _time(older_than), "limit": limit})
         path = f"/queues/{_segment(queue)}/dead"
         purged = 0
         while True:
             result = self._call(PurgeResult, "DELETE", path, query=query, repeat=Repeat.SAFE)
+            if on_answer is not None:
+                on_answer(result)
             purged += result.purged
             if not result.more:
                 return PurgeResult(purged=purged, more=False)
@@ -729,7 +747,7 @@ class SundialClient:
             body=json.dumps(body).encode() if body is not None else None,
         )
         response = self._send(request, repeat)
-        return model.model_validate_json(response.body)
+        return from_api(model, response.body)
 
     def _send(self, request: ApiRequest, repeat: Repeat) -> ApiResponse:
         """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure
@@ -761,7 +779,7 @@ def _is_transient(error: SundialError, repeat: Repeat) -> bool:
     if isinstance(error, ServerError):
         return True
     # The API's own wording for "the same request is still in flight": repeat it, as the
-    # README's guarantees ask of clients.
+    # guarantees ask of clients (docs/guarantees.md).
     return isinstance(error, Conflict) and error.message.endswith("retry shortly")
 
 

@@ -27,7 +27,7 @@ INLINE_PAYLOAD_BYTES = sundial.quotas.MAX_PAYLOAD_BYTES
 # synchronous invocation's request, which holds the API Gateway event with the request body as
 # one JSON-escaped string, plus the event's own fields; 5 MiB of payload leaves ~1 MiB for the
 # rest of the body and the escaping of a typical JSON document. (API Gateway's own limit, 10 MB,
-# is never the one reached.) README, "Large payloads".
+# is never the one reached.) docs/api.md, "Large payloads".
 MAX_STORED_PAYLOAD_BYTES = sundial.quotas.MAX_STORED_PAYLOAD_BYTES
 PAYLOAD_PREFIX = "payloads"
 

@@ -22,6 +22,7 @@ import itertools
 import random
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from sundial.clock import Clock
@@ -76,6 +77,7 @@ class CreatedSchedule:
 class ScheduleView:
     schedule: Schedule
     next_run_at_ms: int | None  # the next occurrence from now; None if paused or ended
+    # The newest occurrence decided whose time has come (never one sent ahead for later).
     last_run: RunRecord | None
 
 
@@ -101,10 +103,18 @@ class ChainPosition:
         return None if at is None else self.schedule.occurrence_key(at, self.head_revision)
 
 
+class RunsWhen(StrEnum):
+    """Which of a schedule's runs a listing holds, by the occurrence's time against now."""
+
+    PAST = "past"  # its time has come (at or before now)
+    UPCOMING = "upcoming"  # decided (sent ahead with an SQS delay, or parked), not yet due
+
+
 @dataclass(frozen=True, slots=True)
 class RunView:
     run: RunRecord
     job: Job | None  # None once the job's retention has ended
+    upcoming: bool  # the occurrence's time is still ahead of now
 
 
 class ScheduleService:
@@ -283,10 +293,11 @@ class ScheduleService:
             return ChainPosition(current, last.next_at_ms, current.revision, last)
         return ChainPosition(current, current.first_at_ms, current.revision, last)
 
-    def _records(self, schedule_id: str) -> Iterator[RunRecord]:
-        """Run records newest first, a page at a time: a small first page, as the newest
-        decided one is nearly always among the first few (behind one `replaced` per update)."""
-        before: int | None = None
+    def _records(self, schedule_id: str, *, before_ms: int | None = None) -> Iterator[RunRecord]:
+        """Run records newest first (older than `before_ms` if given), a page at a time: a
+        small first page, as the newest decided one is nearly always among the first few
+        (behind one `replaced` per update)."""
+        before = before_ms
         limit = _FIRST_RECORDS
         while True:
             records, before = self._schedules.runs(schedule_id, limit=limit, before_ms=before)
@@ -309,7 +320,24 @@ class ScheduleService:
         return ScheduleView(
             schedule=schedule,
             next_run_at_ms=self._next_run_ms(position) if running else None,
-            last_run=position.last,
+            last_run=self._last_run(position),
+        )
+
+    def _last_run(self, position: ChainPosition) -> RunRecord | None:
+        """The newest decided occurrence whose time has come. Those due within the direct
+        window are decided (sent with an SQS delay) ahead of their time: they are upcoming, not
+        run, so the records are read again, from now back, only when the newest is ahead."""
+        now = self._clock.now_ms()
+        last = position.last
+        if last is None or last.at_ms <= now:
+            return last
+        return next(
+            (
+                record
+                for record in self._records(position.schedule.id, before_ms=now + 1)
+                if record.outcome is not RunOutcome.REPLACED
+            ),
+            None,
         )
 
     def _next_run_ms(self, position: ChainPosition) -> int | None:
@@ -336,13 +364,28 @@ class ScheduleService:
         return min([*ahead, *([upcoming] if upcoming is not None else [])], default=None)
 
     def runs(
-        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int,
+        before_ms: int | None = None,
+        when: RunsWhen | None = None,
     ) -> tuple[list[RunView], int | None]:
-        """Runs newest first, each with its job; and where the next page starts."""
+        """Runs newest first, each with its job and whether its time is still ahead; and where
+        the next page starts. `when`: only the past ones, or only the upcoming ones."""
         schedule = self._live(schedule_id)
-        records, more = self._schedules.runs(schedule.id, limit=limit, before_ms=before_ms)
+        now = self._clock.now_ms()
+        after_ms = None
+        if when is RunsWhen.PAST:
+            before_ms = min(before_ms, now + 1) if before_ms is not None else now + 1
+        elif when is RunsWhen.UPCOMING:
+            after_ms = now
+        records, more = self._schedules.runs(
+            schedule.id, limit=limit, before_ms=before_ms, after_ms=after_ms
+        )
         jobs = self._schedules.jobs([JobKey.from_job_id(r.job_id) for r in records])
-        return [RunView(r, jobs.get(JobKey.from_job_id(r.job_id))) for r in records], more
+        views = [RunView(r, jobs.get(JobKey.from_job_id(r.job_id)), r.at_ms > now) for r in records]
+        return views, more
 
     def _recent(self, schedule: Schedule) -> Iterator[tuple[RunRecord, Job | None]]:
         """Runs newest first, with their jobs, a page at a time."""

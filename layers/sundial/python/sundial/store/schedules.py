@@ -469,18 +469,27 @@ class ScheduleStore(TableAdapter):
         return _item_to_run(old)
 
     def runs(
-        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int,
+        before_ms: int | None = None,
+        after_ms: int | None = None,
     ) -> tuple[list[RunRecord], int | None]:
-        """Up to `limit` runs, newest first, older than `before_ms` if given. Returns them and
-        the occurrence time to continue before (None when there are no more)."""
+        """Up to `limit` runs, newest first, older than `before_ms` and newer than `after_ms`
+        if given. Returns them and the occurrence time to continue before (None when there are
+        no more)."""
         # "~" sorts after "#": a revised record at before_ms - 1 ("run#<ms>#<ulid>") is in.
         upper = f"{run_sk(before_ms - 1)}~" if before_ms is not None else f"{RUN_PREFIX}~"
+        lower = run_sk(after_ms + 1) if after_ms is not None else RUN_PREFIX
+        if lower > upper:  # an empty range (DynamoDB refuses BETWEEN with the bounds crossed)
+            return [], None
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
                 ":pk": str_attr(schedule_pk(schedule_id)),
-                ":low": str_attr(RUN_PREFIX),
+                ":low": str_attr(lower),
                 ":high": str_attr(upper),
             },
             "ScanIndexForward": False,
