@@ -9,6 +9,8 @@ Attributes, the top-level attribute names a write request uses (the key's, the i
 update expression's, and the condition's; a read without a projection returns every
 attribute and is left without the key here, as no policy of Sundial's bounds reads by
 attribute); ReturnValues, an UpdateItem's, PutItem's or DeleteItem's (NONE unless given).
+(Over 450 lines: the request model, the two recorders and the evaluator belong together, each
+the other's reason.)
 
 Calls are recorded with a botocore `before-parameter-build` hook (it sees the caller's own
 parameters, once per call, before retries). Two recorders:

@@ -1,7 +1,8 @@
 """Builds the real collaborators (boto3 clients, store, sender, services) once per process.
 
 Handlers call `dependencies()`. Tests and the local runtime call `configure()` to swap the clock
-or the environment; nothing else is global.
+or the environment; nothing else is global. (Over 450 lines: it is the one composition root,
+a few lines per collaborator, and splitting it would split the one place they are wired.)
 """
 
 from __future__ import annotations
