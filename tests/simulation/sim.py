@@ -13,8 +13,11 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   reported Failed, as SQS does). Consumer crashes are crashes of the consumer's calls.
 - **Quotas** (issue 16): the `email` queue admits QUOTAS' submissions a second, so a submit,
   an idempotent repeat or a DAG touching it is sometimes refused (429; 413 for a batch with more
-  `email` jobs than a second admits). A client repeats a 429 after its Retry-After (the drain
-  does, a second at a time), and gives up on a 413.
+  `email` jobs than a second admits). So are (issue 25, item 8) a schedule's create, update and
+  resume, counted as the occurrences they write at once (an every-minute cron writes 17, more
+  than a second admits: counted over the seconds after, so it holds the window of the next
+  ones), a move, a retry by id and each job of a dead-letter replay. A client repeats a 429
+  after its Retry-After (the drain does, a second at a time), and gives up on a 413.
 - **Oracle** (`Ledger.violations`), after a fault-free drain: every job accepted with 2xx and not
   cancelled ran at least once, never before its due second; a job whose cancel answered 200
   never ran; a duplicate run (one job, one attempt, run twice) in a run without a crash or
@@ -24,13 +27,15 @@ Lambdas wire it (sundial.wiring), on moto with one manual clock, driven by a see
   DAG in the listing of each queue it uses, once; a DAG
   node ran only after all its parents; a submission refused by a quota wrote nothing: no item
   carries the refused attempt's correlation id (each attempt has its own, as each API request
-  has its own request id), and a request refused at its first attempt left no idempotency
-  record.
+  has its own request id), a request refused at its first attempt left no idempotency
+  record, and a schedule's create refused at its first attempt left no schedule.
 - **Fair dispatch** (`Config.flood`, issue 16): thousands of jobs of one queue due at the same
   second, that queue capped (SUNDIAL_DISPATCH), while the run goes on around it; pauses of a
   whole queue then pause the flooding queue only. Each message's visibility time is recorded
   from the SendMessageBatch requests SQS accepted. The oracle adds: every job of the quiet
-  queue (not paused, not a DAG node) is visible within `Flood.bound_ms` of its due time, and,
+  queue (not paused, not a DAG node) is visible within `Flood.bound_ms` of its due time (a
+  moved job's: the time its last answered move gave it; one whose move got no answer is left
+  out, its time unknown), and,
   in a run without faults, the flood's messages on each shard are at least the shard's pacing
   gap apart (up to the first pause of the flooding queue, whose resume's catch-up is unpaced).
 
@@ -86,6 +91,7 @@ from sundial.model.schedule import (
     RunOutcome,
     ScheduleState,
     UpdateSchedule,
+    schedule_id_for,
 )
 from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.runs.consumer import NonRetryableError
@@ -789,9 +795,27 @@ class World:
             idempotency_key=f"s{self.rng.randrange(10**9)}",
             misfire=self.rng.choice(list(Misfire)),
         )
-        created = self._client_call(slot, lambda deps: deps.schedules.create(request))
-        self.ledger.schedules.add(created.schedule.id)
-        self.schedule_ids.append(created.schedule.id)
+
+        def create(deps: Dependencies) -> None:
+            """The request; a repeat (the drain's, after a 429 or no answer) records it too."""
+            created = deps.schedules.create(request)
+            if created.schedule.id not in self.ledger.schedules:
+                self.ledger.schedules.add(created.schedule.id)
+                self.schedule_ids.append(created.schedule.id)
+
+        try:
+            self._client_call(slot, create)
+        except SubmissionRateExceeded as refusal:
+            # Refused by `email`'s quota: no schedule of this key may exist (an attempt that
+            # wrote one before a crash makes the client's retry find it, uncounted). The
+            # drain repeats the request.
+            self.ledger.refusals["429"] += 1
+            self.trace(f"     refused 429: {refusal}")
+            assert request.idempotency_key is not None
+            schedule_id = schedule_id_for(request.queue, request.idempotency_key)
+            if self.observer.schedule_store.get(schedule_id) is not None:
+                self.ledger.refused_but_written.append(f"schedule {schedule_id}")
+            raise
 
     def op_pause_schedule(self, slot: str) -> None:
         if self.schedule_ids:
@@ -1035,15 +1059,8 @@ class World:
         self.clock.advance(seconds=31)  # past the in-flight window (SUBMIT_IN_FLIGHT)
         for call in self.later:
             self.trace("  a client repeats a request that got no answer, a 5xx or a 409 retry")
-            for _ in range(10):  # a 429: again after its Retry-After
-                try:
-                    call(deps)
-                except SubmissionRateExceeded as refusal:
-                    self.clock.advance(seconds=refusal.retry_after_s)
-                    continue
-                except SundialError:
-                    pass
-                break
+            with suppress(SundialError):
+                self._until_admitted(partial(call, deps))
         for queue in QUEUES:
             deps.queue_control.resume(queue) if deps.queue_control.get(queue).paused else None
         for schedule_id in self.schedule_ids:
@@ -1051,7 +1068,7 @@ class World:
                 continue
             state = deps.schedule_store.get(schedule_id)
             if state is not None and state.state in (ScheduleState.PAUSED, ScheduleState.RESUMING):
-                deps.schedules.resume(schedule_id)
+                self._until_admitted(partial(deps.schedules.resume, schedule_id))
         for job_id in self.job_ids:
             job = deps.store.get(JobKey.from_job_id(job_id))
             if job is not None and job.status is Status.PAUSED:
@@ -1071,6 +1088,17 @@ class World:
                 ]
             )
 
+    def _until_admitted(self, call: Callable[[], Any]) -> None:
+        """A drain's request, repeated after each 429's Retry-After (time moves on meanwhile)."""
+        for _ in range(10):
+            try:
+                call()
+            except SubmissionRateExceeded as refusal:
+                self.clock.advance(seconds=refusal.retry_after_s)
+                continue
+            return
+        raise AssertionError("a drain request was refused by a quota ten times")
+
     def _drain_dead_letters(self) -> list[Actor]:
         """With dead letters on, the drain indexes every DLQ and replays every queue's letters,
         as an operator would once the poison is gone."""
@@ -1079,8 +1107,12 @@ class World:
 
         def replay_all() -> None:
             for queue in QUEUES:
-                while self.observer.dead_letters.replay(queue, DeadLetterFilter(), limit=500).more:
-                    pass
+                # A quota's 429 (`email`): the rest waits for the next minute's replay.
+                with suppress(SubmissionRateExceeded):
+                    while self.observer.dead_letters.replay(
+                        queue, DeadLetterFilter(), limit=500
+                    ).more:
+                        pass
 
         return [
             Actor("dead-indexer:index", lambda: self.op_index_dead("dead-indexer")),
@@ -1237,12 +1269,7 @@ class World:
         lateness: list[int] = []
         late: list[str] = []
         bound = flood.bound_ms(self.config.faults)
-        for job_id, due_ms in ledger.accepted.items():
-            excluded = ledger.cancelled | ledger.maybe_cancelled | ledger.paused_jobs
-            if job_id in excluded or job_id in ledger.dag_nodes or job_id in ledger.flood:
-                continue
-            if ledger.queue_of.get(job_id) != flood.quiet:
-                continue
+        for job_id, due_ms in self._quiet_jobs(flood.quiet).items():
             visible = ledger.visible.get((job_id, 1))
             if visible is None:
                 late.append(f"{job_id}: never visible")
@@ -1265,6 +1292,19 @@ class World:
                     if after - before < gap_ms - 1000:  # DelaySeconds rounds to whole seconds
                         pacing.append(f"flood on shard {shard}: {after - before} ms apart")
         return lateness, late, pacing
+
+    def _quiet_jobs(self, quiet: str) -> dict[str, int]:
+        """{job id: due} of the quiet queue's jobs the lateness bound applies to: not cancelled,
+        paused, a DAG node or of unknown time. A moved job is due when its last move (the
+        highest revision) put it; one with a move that may have landed unanswered is left out."""
+        ledger = self.ledger
+        excluded = ledger.cancelled | ledger.maybe_cancelled | ledger.paused_jobs
+        excluded |= set(ledger.dag_nodes) | ledger.flood | set(ledger.unanswered_moves)
+        return {
+            job_id: max(ledger.moves[job_id])[1] if job_id in ledger.moves else due_ms
+            for job_id, due_ms in ledger.accepted.items()
+            if job_id not in excluded and ledger.queue_of.get(job_id) == quiet
+        }
 
     def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
         name, _ = self.ledger.dag_nodes[job_id]

@@ -41,10 +41,11 @@ below its shard's cursor unless the same operation owns sending it. Where it is 
 
 Other write sequences and what they interleave with:
 - Authorization (sundial.api.authorization) adds no write. A route addressed by id may read the
-  item first to learn its queue, then the route does what it always did. A job's, DAG node's or
-  schedule's queue is written once, when the item is created, and never changed, so whatever
-  runs between the read and the route's own conditional writes cannot make the check stale; a
-  403 is raised before the route runs, so it writes nothing.
+  item first to learn its queue, then the route does what it always did (a DAG node's cancel
+  also reads its DAG's nodes, for the queues its cascade may reach). A job's, DAG node's or
+  schedule's queue is written once, when the item is created, and never changed, nor is a DAG's
+  shape, so whatever runs between the read and the route's own conditional writes cannot make
+  the check stale; a 403 is raised before the route runs, so it writes nothing.
 - A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
   conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
   first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the `held` list, so it
@@ -128,6 +129,26 @@ Other write sequences and what they interleave with:
   window are serialised on the counter item by DynamoDB: one is counted, the other refused
   whole, never both over the limit. The window comes from the clock (now // 1 s) and only ever
   selects an item: a window a clock step skipped is simply never counted in.
+  The other calls that make jobs appear on a queue count the same way, each before its first
+  write (issue 25, item 8; what each counts: services.admission): a schedule's create (before
+  its create transaction), update (before the first round's transaction; a round lost to a race
+  reads again and is not counted again) and resume (from a read of its paused occurrences
+  before the write that marks it resuming; its work reads them again after that write, so a
+  sweep parking the head in between is sent all the same, and counted the same); a move and a
+  run-now (after the job is read and found movable, before its payload's S3 put and its
+  transaction); a retry by id (before its chain step and requeue; a job found in a state that
+  cannot be retried is a 409, uncounted) and so each job of a dead-letter replay (the replay
+  stops at a refusal: the letters after it are kept, untouched). A refusal writes nothing, and a
+  crash after a count only uses quota, as for submit: the client's repeat is counted again
+  unless it finds the first call's work done (a schedule's repeat create, or an update that
+  changes nothing, counts nothing). More jobs at once than a second admits (a schedule's
+  occurrences within the direct window) are counted over the following seconds: one consistent
+  Query of the lane's windows from now on, then ONE TransactWriteItems adding to each, each
+  conditional on its room as for a single window. A take or another spread landing on one of
+  those windows between the read and the transaction makes a condition fail (or the
+  transaction conflict): nothing is written and the call is a 429; so no window ever passes its
+  limit and a spread is all or nothing. Only a spread writes a window ahead of the clock, and
+  at most MAX_SPREAD_S ahead, so the read covers every window that can hold a count.
 - The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails

@@ -10,12 +10,13 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field, JsonValue
 
 from sundial.api.authorization import authorized_item
 from sundial.api.models import ErrorBody
-from sundial.api.routes import _INVALID, _documented, metrics
+from sundial.api.routes import _INVALID, RATE_LIMITED, _documented, metrics
 from sundial.clock import to_rfc3339
 from sundial.errors import InvalidInput
 from sundial.model.job import Priority, Status
@@ -39,7 +40,26 @@ ScheduleId = Annotated[
 ]
 
 schedules_router = Router()  # type: ignore[no-untyped-call]
-_UNKNOWN = _documented(ErrorBody, "Unknown schedule")
+# A schedule call counts the occurrences it writes at once (sundial.services.admission).
+_SCHEDULE_TOO_LARGE = _documented(
+    ErrorBody,
+    "Larger than its queue accepts: a payload over the queue's max_payload_bytes, or more "
+    "occurrences written at once (those due within 15 minutes) than the queue's "
+    "max_submissions_per_second admits in 100 seconds; names the field, the queue and the "
+    "limit. Nothing was written",
+)
+_SCHEDULE_RATE_LIMITED: OpenAPIResponse = {
+    **RATE_LIMITED,
+    "description": "The queue's max_submissions_per_second has no room for the occurrences "
+    "this call writes at once (every one due within 15 minutes, and the next; more than a "
+    "second admits are counted over the seconds after): names the queue, the limit and the "
+    "count; nothing was written. Repeat the request after Retry-After",
+}
+_UNKNOWN = _documented(
+    ErrorBody,
+    "Unknown schedule; also the answer, word for word, to a caller with no permission at all "
+    "on the schedule's queue (a schedule's id can be derived from its queue and key)",
+)
 
 
 def _time(ms: int | None) -> str | None:
@@ -193,18 +213,18 @@ def _json(status: int, model: BaseModel) -> Response[str]:
     "/schedules",
     summary="Create a recurring schedule",
     description="Every occurrence is an ordinary job on `queue`. Give exactly one of `cron` "
-    "or `rate`. An occurrence due within 15 minutes is sent by this call.",
+    "or `rate`. An occurrence due within 15 minutes is sent by this call. On a queue with a "
+    "max_submissions_per_second, the occurrences this call writes at once (every one due within "
+    "15 minutes, and the next) count against it: start the schedule 15 minutes ahead "
+    "(`start_at`) and it writes one.",
     tags=["schedules"],
     responses={
         201: _documented(ScheduleDetail, "Created"),
         200: _documented(ScheduleDetail, "The earlier schedule with this idempotency_key"),
         400: _INVALID,
-        409: _documented(ErrorBody, "idempotency_key reused for another schedule"),
-        413: _documented(
-            ErrorBody,
-            "The payload is over its queue's max_payload_bytes: names the queue, the size and "
-            "the limit; nothing was written",
-        ),
+        409: _documented(ErrorBody, "idempotency_key reused on this queue for another schedule"),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; retry (with an idempotency_key)"),
     },
 )
@@ -303,13 +323,16 @@ def pause_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     "/schedules/<schedule_id>/resume",
     summary="Resume a paused schedule",
     description="Occurrences still ahead run at their time; missed ones follow the misfire "
-    "policy (fire_once: one runs now; skip: none); then the normal cadence.",
+    "policy (fire_once: one runs now; skip: none); then the normal cadence. On a queue with a "
+    "max_submissions_per_second, the occurrences it sends (again) count against it.",
     tags=["schedules"],
     responses={
         200: _documented(ScheduleDetail, "Active again"),
         400: _INVALID,
         404: _UNKNOWN,
         409: _documented(ErrorBody, "The schedule is not paused"),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; resume again to finish"),
     },
 )
@@ -342,9 +365,8 @@ def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
             "The schedule is deleted or has ended, or kept changing under this update; "
             "nothing was written",
         ),
-        413: _documented(
-            ErrorBody, "The payload is over its queue's max_payload_bytes; nothing was written"
-        ),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; update again to finish"),
     },
 )

@@ -13,6 +13,15 @@
   every node downstream of it is cancelled (each cancel write returns the node, whose children
   are next); with on_failure=continue it counts as finished for its children, which run once
   all their parents have finished and are told which parents failed.
+- **Who may start a cascade.** A caller's DELETE /jobs/{id} on a node cancels, under
+  cancel_descendants, nodes on other queues too; so the cancel needs `control` on the queues of
+  every node downstream of it (`cascade_queues`), as DELETE /dags/{id} needs it on every queue
+  of the DAG. The API checks that before the cancel writes anything (sundial.api.authorization:
+  a 403 names the queue and changes nothing). Every node downstream counts, whatever its
+  status: which of them the cascade reaches depends on states that change meanwhile (a running
+  node stops it; a failed one, due for a retry, is cancelled). Under on_failure=continue a
+  cancel cancels nothing else: its children move on as the DAG's submitter (who needed `submit`
+  on all its queues) asked for when a node fails, exactly as on its consumer's failure.
 - **Crash safety.** Every step is a conditional write that may be repeated. A runner that dies
   after recording a success but before releasing the children (or sending them) leaves the
   parent's SQS message undeleted, so it is delivered again and the fence
@@ -89,6 +98,33 @@ class DagProgress:
             self._finish(node, failed=True, result_json=None)
         else:
             self._cancel_descendants(node)
+
+    def cascade_queues(self, node: Job) -> frozenset[str]:
+        """The queues a cancel of `node` may cancel nodes on (see "Who may start a cascade"):
+        those of every node downstream of it, if its DAG cancels descendants; none otherwise.
+        Costs one range query of the DAG's nodes, for a node with children only."""
+        link = node.dag
+        if link is None or link.on_failure is not OnFailure.CANCEL_DESCENDANTS or not link.children:
+            return frozenset()
+        nodes = {
+            n.dag.index: n
+            for n in self._nodes.dag_nodes(DagKey.from_dag_id(link.dag_id))
+            if n.dag is not None
+        }
+        queues: set[str] = set()
+        seen: set[int] = set()
+        frontier = [index for index, _ in link.children]
+        while frontier:
+            index = frontier.pop()
+            if index in seen:
+                continue
+            seen.add(index)
+            child = nodes.get(index)
+            if child is None or child.dag is None:
+                continue  # expired: nothing left to cancel there
+            queues.add(child.queue)
+            frontier += [grandchild for grandchild, _ in child.dag.children]
+        return frozenset(queues)
 
     def paused_queues(self) -> frozenset[str]:
         """The queues paused now (one read of their states), whose nodes wait for them."""
