@@ -207,7 +207,10 @@ class Sundial(Construct):
         self, permission: Permission | str, queue: str, grantee: iam.IRole | iam.IUser
     ) -> iam.Grant:
         """Let `grantee` use `queue` for `permission`: adds it to the queue's access list and
-        gives it execute-api:Invoke on the routes the permission uses, so the two agree."""
+        gives it execute-api:Invoke on the routes the permission uses, so the two agree. The
+        queue must declare its access (cdk.json `"access": {}` or more): one that declares
+        none is open to the whole account, and a grant on it raises ValueError saying what to
+        write (stacks/access.py)."""
         permission = Permission(permission)
         self.functions.access.add(queue, permission, principal_arn(grantee))
         return grant_routes(

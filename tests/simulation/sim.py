@@ -47,6 +47,7 @@ Nothing of AWS is faked: every call reaches moto.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -93,7 +94,6 @@ from sundial.model.schedule import (
     schedule_id_for,
 )
 from sundial.model.submission import ChangeJob, SubmitJob
-from sundial.runs.attempts import LifecycleDeps
 from sundial.runs.consumer import NonRetryableError
 from sundial.runs.dlq_indexer import REDRIVE_ERROR
 from sundial.services.dead_letters import DeadLetterFilter
@@ -396,19 +396,12 @@ class Slot:
             rng=random.Random(world.rng.random()),
         )
         self.sqs = self.session.client("sqs")
+        # Wired as sundial.consumer wires a consumer Lambda (its role's limits: services.deferral)
         self.consumer = JobConsumer(
             world.effect,
             visibility_timeout_s=None,
-            deps=lambda: LifecycleDeps(
-                store=self.deps.store,
-                attempt_store=self.deps.attempt_store,
-                queues=self.deps.sender,
-                dead_letters=self.deps.dead_letter_sender,
-                settings=self.deps.settings,
-                clock=world.clock,
-                rng=random.Random(world.rng.random()),
-                dags=lambda: self.deps.dag_progress,
-                payloads=self.deps.payloads,
+            deps=lambda: dataclasses.replace(
+                self.deps.consumer_lifecycle, rng=random.Random(world.rng.random())
             ),
         )
 

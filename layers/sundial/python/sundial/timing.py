@@ -374,6 +374,19 @@ age (a pause has no limit). Interleavings:
   references, after the fence and before the function; a missing or altered object fails the
   attempt without a retry (the job goes dead, its envelope to the DLQ), an S3 outage fails the
   delivery (SQS redelivers).
+
+DEFERRED SENDS. A DAG node released by a consumer Lambda onto a paused queue
+(services.deferral): a consumer's role may not write the queue's state (stacks/consumers.py),
+so it cannot record the node for the queue's catch-up (`held`). It releases the node `queued`
+and `direct` (no sweep sends it) and puts a retry timer for its first attempt DEFERRED_SEND
+ahead, more than DIRECT_WINDOW: no sweep can have passed the timer, and it is an ordinary
+pending job of the queue, so the sweeper sends it at its time once the queue runs, or the
+queue's catch-up does (it lies above the cursors at the pause). Either way the node's message
+comes from the timer, at the resume or DEFERRED_SEND after the release, whichever is later; the
+fence admits the queued node's first attempt. A repeat (the parent's redelivery) writes the
+same timer (its key is derived from the node, attempt and time), or, a second later, another:
+one more message of the attempt, which its holder rule runs once. A node released onto a
+running queue is sent at once, as always.
 """
 
 from __future__ import annotations
@@ -395,6 +408,8 @@ CLOCK_SKEW_MS = 5_000
 # The longest a Lambda function runs (its hard timeout): a consumer's lease on an attempt when
 # its deadline is unknown, and the lease of an attempt taken before holders were recorded.
 LEGACY_RUNNER_MS = 15 * 60 * 1000
+# A consumer's deferred send of a DAG node released onto a paused queue: a timer this far ahead.
+DEFERRED_SEND_MS = DIRECT_WINDOW_MS + 1_000
 
 assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS

@@ -75,6 +75,7 @@ class DagNodeStore(JobItemStore):
         results_json: str | None = None,
         unless_queues: Collection[str] = (),
         queue_paused: bool = False,
+        direct: bool = False,
     ) -> tuple[bool, Job | None]:
         """blocked -> queued, for a node all of whose parents have finished and whose DAG is not
         paused. The caller sends it to SQS next (a crash in between is repaired by the parent's
@@ -84,6 +85,9 @@ class DagNodeStore(JobItemStore):
         `queue_paused`: the node's queue is paused, so it becomes an ordinary pending job
         instead (not direct, so a queue's catch-up may take it; store.queue_states), which the
         caller records for the catch-up.
+        `direct`: released queued and `direct`, so no sweep re-sends it: a consumer releasing
+        nodes while some queue is paused, which defers those of a paused queue with a timer
+        (services.dag_progress) and sends the others itself.
         Returns (released, the node after the write, or as it was if not).
         (Long because its one conditional write has several optional parts built together.)"""
         values: Item = {
@@ -120,6 +124,9 @@ class DagNodeStore(JobItemStore):
                 ":parent": num_attr(last_parent),
                 ":parents": {"NS": [str(last_parent)]},
             }
+        if direct:
+            sets.append("direct = :true")
+            values[":true"] = {"BOOL": True}
         if released_by is not None:
             sets.append("released_by = :by")
             values[":by"] = num_attr(released_by)
