@@ -18,7 +18,9 @@ LAMBDA_PLATFORM := manylinux2014_aarch64
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+		'{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1) } \
+		END { for (i = 1; i <= NR; i++) printf "  %-" width "s  %s\n", name[i], text[i] }'
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	@echo "==> [1/3] Python packages into $(VENV) (first run: a few minutes; later runs skip this)"
@@ -84,7 +86,8 @@ chromium: ## Install Debian's chromium for the admin UI's browser tests (if miss
 # the least-privilege check also checks the AWS calls every other test's handlers made, which
 # each worker leaves in HANDLER_CALLS (tests/iam_calls.py).
 TEST_WORKERS ?= auto
-SERIAL_TESTS := tests/infrastructure/test_least_privilege.py tests/integration/test_local_runtime.py
+SERIAL_TESTS := tests/infrastructure/test_least_privilege.py tests/integration/test_local_runtime.py \
+	tests/integration/test_first_ten_minutes.py
 HANDLER_CALLS := $(CURDIR)/build/handler-calls
 
 .PHONY: test
@@ -102,8 +105,12 @@ CHAOS_SEED ?= 1
 chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10500) with random faults; non-zero on any violation
 	$(PY) -m tests.simulation --chaos --jobs $(CHAOS_JOBS) --seed $(CHAOS_SEED)
 
+# The ports are checked before the (slow) synth: a busy one fails at once, naming its variable.
 .PHONY: run
-run: synth ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
+run: deps ## Run Sundial locally on the embedded AWS emulator (Ctrl-C stops it)
+	@$(PY) -m sundial.local --check-ports
+	@echo "==> cdk synth (offline, with cdk-nag)"
+	$(CDK) synth --quiet
 	$(PY) -m sundial.local
 
 .PHONY: backfill-index

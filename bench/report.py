@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import plots
+from bench import newcomer_report, plots
 from bench.latency import assumptions
 from bench.model import build_model
 
@@ -86,9 +86,26 @@ class Report:
             self.compaction(),
             self.sdk_import(),
             self.fairness(),
+            self.newcomer(),
             self.method(),
         ]
         return "\n".join([self.header(), self.summary_table(), *body])
+
+    def _reruns(self) -> str:
+        """The sections run again alone since (`--only`), each with its command and machine."""
+        lines = [
+            f"- {', '.join(f'`{n}`' for n in rerun['sections'])}: `{rerun['command']}` on "
+            f"{rerun['machine']['date']} at commit `{rerun['machine']['commit']}` (load "
+            f"{rerun['machine']['load_average']} / {rerun['load_after']})"
+            for rerun in self.results.get("reruns", [])
+        ]
+        if not lines:
+            return ""
+        return (
+            "\nSections re-run alone since, their figures replacing that run's:\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
 
     def header(self) -> str:
         machine = self.results["machine"]
@@ -100,7 +117,7 @@ Produced by `{self.results["command"]}` ({profile} profile, {minutes:.1f} minute
 {machine["date"]} at commit `{machine["commit"]}`. Re-run with `make bench`
 (`make bench BENCH_QUICK=1` for a short run, `make bench-smoke` for the toy-sized run that the
 test suite also makes). Raw figures: [`bench/results/results.json`](bench/results/results.json).
-
+{self._reruns()}
 | machine | |
 |---|---|
 | CPU | {machine["cpu"]}, {machine["cores"]} cores |
@@ -1377,12 +1394,20 @@ from its due second on; slots beyond SQS's 15 minutes would stay pending for lat
 
     # -- method -----------------------------------------------------------------------------
 
+    # -- 9. the local runtime, as a newcomer meets it ---------------------------------------
+
+    def newcomer(self) -> str:
+        result = self.ok("newcomer")
+        if result is None:
+            return newcomer_report.HEADING + self.missing("newcomer")
+        return newcomer_report.render(result, self.summary)
+
     def method(self) -> str:
         seconds = "\n".join(
             f"| {name} | {section['seconds']:.0f} s | {'failed' if section.get('error') else 'ok'} |"
             for name, section in self.sections.items()
         )
-        return f"""## 9. Method, assumptions and limits
+        return f"""## 10. Method, assumptions and limits
 
 - **Where each figure comes from.** Counts and capacity units: moto in-process, real handlers,
   botocore hooks (section 1). Timing precision and end-to-end pickup: the local runtime in real

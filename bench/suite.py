@@ -48,6 +48,10 @@ class Profile:
     fairness_quiet: int = 200
     fairness_cap: int = 1000
     fairness_repeats: int = 2
+    # The local runtime as a newcomer meets it (bench/newcomer.py): minutes idle after a demo,
+    # and pauses of the densest schedule timed; each for this tree and the one before issue 26.
+    newcomer_idle_minutes: float = 10.0
+    newcomer_pauses: int = 3
     sections: tuple[str, ...] = (
         "ledger",
         "cpu",
@@ -58,6 +62,7 @@ class Profile:
         "compaction",
         "sdk_import",
         "fairness",
+        "newcomer",
     )
 
 
@@ -108,6 +113,8 @@ PROFILES = {
         fairness_flood=3_000,
         fairness_quiet=100,
         fairness_repeats=1,
+        newcomer_idle_minutes=3.0,
+        newcomer_pauses=2,
     ),
     "smoke": Profile(
         name="smoke",
@@ -134,6 +141,21 @@ PROFILES = {
         fairness_quiet=20,
         fairness_cap=100,
         fairness_repeats=1,
+        newcomer_idle_minutes=0.25,
+        newcomer_pauses=1,
+        # Two local runtimes and two demos take minutes whatever the size: the integration
+        # tests (tests/integration) run the same code paths; `--only newcomer` runs it.
+        sections=(
+            "ledger",
+            "cpu",
+            "pickup",
+            "scale",
+            "recovery",
+            "precision",
+            "compaction",
+            "sdk_import",
+            "fairness",
+        ),
     ),
 }
 
@@ -232,6 +254,17 @@ def _fairness(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str,
     )
 
 
+def _newcomer(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.newcomer import run_newcomer  # noqa: PLC0415
+
+    return run_newcomer(
+        config.cdk_out,
+        workdir,
+        idle_minutes=profile.newcomer_idle_minutes,
+        pauses=profile.newcomer_pauses,
+    )
+
+
 def _pythonpath() -> list[str]:
     return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
@@ -247,6 +280,7 @@ SECTIONS: dict[str, SectionRun] = {
     "compaction": _compaction,
     "sdk_import": _sdk_import,
     "fairness": _fairness,
+    "newcomer": _newcomer,
 }
 
 
@@ -302,6 +336,29 @@ def section_main(argv: list[str]) -> None:
     (Path(workdir) / f"{name}.json").write_text(json.dumps(result))
 
 
+def _merged(previous_path: Path, rerun: dict[str, Any]) -> dict[str, Any]:
+    """A run of some sections only (--only) keeps the other sections of the results it finds
+    (of the same profile), and is listed under `reruns` with its own command and machine."""
+    if not previous_path.exists():
+        return rerun
+    previous: dict[str, Any] = json.loads(previous_path.read_text())
+    if previous.get("profile", {}).get("name") != rerun["profile"]["name"]:
+        return rerun
+    note = {
+        "sections": sorted(rerun["sections"]),
+        "command": rerun["command"],
+        "machine": rerun["machine"],
+        "load_after": rerun["load_after"],
+        "total_s": rerun["total_s"],
+    }
+    return {
+        **previous,
+        "profile": rerun["profile"],
+        "sections": {**previous["sections"], **rerun["sections"]},
+        "reruns": [*previous.get("reruns", []), note],
+    }
+
+
 def run_suite(
     profile: Profile,
     *,
@@ -339,6 +396,8 @@ def run_suite(
         "total_s": time.monotonic() - started,
         "sections": {name: asdict(section) for name, section in sections.items()},
     }
+    if only:
+        results = _merged(results_dir / "results.json", results)
     (results_dir / "results.json").write_text(json.dumps(results, indent=1))
     write_report(results, report_path=report_path, results_dir=results_dir)
     progress(f"bench: wrote {report_path} and {results_dir}/ in {results['total_s']:.0f} s")

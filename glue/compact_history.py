@@ -5,6 +5,8 @@ Arguments (Glue job arguments, or the same flags locally):
   --raw_path      folder or S3 URI holding dt=YYYY-MM-DD/ raw folders
   --curated_path  where the job_history table's Parquet goes
   --dates         auto (the two days before today, UTC) | all | YYYY-MM-DD[,YYYY-MM-DD...]
+
+Days asked that have no raw history are skipped; with none at all the job succeeds and says so.
 """
 
 import sys
@@ -21,7 +23,7 @@ def main(argv: list[str]) -> None:
         curated_path=args["curated_path"],
         dates=args["dates"],
     )
-    print(f"compacted {result.dates}: {result.input_bytes} raw bytes -> {args['curated_path']}")
+    print(f"{result.summary} -> {args['curated_path']}")
 
 
 if __name__ == "__main__":

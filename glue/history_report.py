@@ -4,8 +4,8 @@ Athena) and a human report (HTML and Markdown with PNG charts) under <reports_pa
 Arguments (Glue job arguments, or the same flags locally):
   --curated_path  the job_history table's folder or S3 URI
   --reports_path  where the report tables and the human report go
-  --dates         auto | all | YYYY-MM-DD[,...]: the report covers up to --report_days days
-                  ending with the last of them
+  --dates         auto | all | YYYY-MM-DD[,...]: the days whose report tables are rewritten;
+                  the human report covers the --report_days days ending with the last of them
   --report_days   default 14
 """
 
@@ -32,6 +32,8 @@ def main(argv: list[str]) -> None:
         dates=args["dates"],
         report_days=int(args["report_days"]),
     )
+    tables = ", ".join(result.computed) or "no day (no compacted history for the days asked)"
+    print(f"report tables rewritten for {tables}")
     print(f"report for {result.dates[0]}..{result.dates[-1]}: {result.report_uri}")
 
 

@@ -4,8 +4,10 @@ and the IAM side of a grant, kept together so the two never disagree.
 `Sundial.grant_submit(queue, role)` (and read/control/work/admin) adds the role to the queue's
 list AND gives the role `execute-api:Invoke` on the routes that permission uses: IAM lets the
 request in, the list decides which queues it may touch. A queue that declares no `access` in
-cdk.json starts open to the stack's account; a grant adds to that. Declare `"access": {}` to
-start from nobody.
+cdk.json is open to the stack's whole account; a grant on it would narrow nothing (every other
+role of the account could still read and cancel its jobs), so it is refused, with the two
+things to write instead: `"access": {}` (only what is granted) or `"access": {"admin":
+["stack-account"]}` (the account, and the grant besides).
 """
 
 from __future__ import annotations
@@ -55,7 +57,16 @@ class AccessLists:
     def add(self, queue: str, permission: Permission, principal: str) -> None:
         if queue not in self._queues:
             raise ValueError(f"unknown queue '{queue}' (known: {', '.join(self._queues)})")
-        lists = self._lists.setdefault(queue, _lists_of(QueueAccess.everyone_in_stack_account()))
+        if queue not in self._lists:
+            raise ValueError(
+                f"queue '{queue}' declares no access lists, so it is open to every identity of "
+                f"the stack's account, and granting '{permission}' to one would narrow nothing. "
+                f"Say who else may use it, in cdk.json's queues.{queue} (or QueueSettings("
+                'access=...)): "access": {} to allow only what is granted in code, or '
+                '"access": {"admin": ["stack-account"]} to keep the whole account and add '
+                "this grant"
+            )
+        lists = self._lists[queue]
         if principal not in lists[permission]:
             lists[permission].append(principal)
 

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from stacks.grants import HEARTBEAT, PolledQueue, grant_queue, grant_send
 from stacks.job_queues import JobQueues
-from stacks.job_table import grant_read_queue_states
+from stacks.job_table import grant_read_queue_states, grant_runner_items
 from stacks.payload_bucket import PayloadBucket
 
 # AWS guidance: a queue's visibility timeout should be at least six times the timeout of the
@@ -28,11 +28,6 @@ MIN_MAX_CONCURRENCY, MAX_MAX_CONCURRENCY = 2, 1_000
 # window for a fuller batch (BENCHMARKS.md, section 2). A busy queue still fills its batches;
 # a window of a few seconds saves invocations on a quiet one, at that much lateness.
 DEFAULT_MAX_BATCHING_WINDOW = Duration.seconds(0)
-# What the consumer SDK does on the job table: read the job (the fence), conditionally update
-# it (running / succeeded / failed / dead), and put a retry-timer item for a retry due beyond
-# SQS's 15-minute DelaySeconds. It also queries the queue states (grant_read_queue_states):
-# a DAG node's success must not send a child whose queue is paused.
-CONSUMER_TABLE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem")
 
 
 class QueueConsumer(Construct):
@@ -44,7 +39,8 @@ class QueueConsumer(Construct):
 
     Permissions, and nothing else: the event source grants what Lambda's poller needs on this
     queue (receive, delete, queue attributes), plus change visibility for the SDK's heartbeats;
-    the function may also get, update and put items in `table` and query its queue states, send
+    the function may also get, update and put job items in `table` within the attributes the
+    SDK writes (stacks/job_table.py, grant_runner_items) and query its queue states, send
     to `queue` (retries, as new messages with DelaySeconds) and, if given, send to
     `dead_letter_queue`
     (jobs that are dead) and to each of `dag_child_queues`: when a job of this queue is a DAG
@@ -109,7 +105,11 @@ class QueueConsumer(Construct):
         # The poller's receive, delete and GetQueueAttributes; the SDK's heartbeat.
         function.add_event_source(self.event_source)
         grant_queue(queue, function, HEARTBEAT)
-        table.grant(function, *CONSUMER_TABLE_ACTIONS)
+        # The job table: read the job (the fence), update its attempt and DAG bookkeeping, put
+        # retry timers (a retry beyond SQS's 15 minutes, a DAG node deferred by its queue's
+        # pause), on job items only (grant_runner_items); query the queue states (which are
+        # paused: a DAG node's success must not send a child whose queue is paused).
+        grant_runner_items(table, function)
         grant_read_queue_states(table, function)
         if dead_letter_queue is not None:
             grant_send(dead_letter_queue, function)

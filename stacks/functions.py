@@ -223,21 +223,22 @@ class JobFunctions(Construct):
             dead_letter_queues=dead_letter_queues,
             priority_queues=priority_queues,
         )
-        # The API functions alone read the access lists (grants may add to them until synth).
+        # The API functions alone read the access lists (grants may add to them until synth),
+        # and the queues' quotas: a queue's payload limit binds every route that takes a
+        # payload (POST /jobs and /jobs/batch, PATCH /jobs/{id}, POST /dags, POST and PATCH
+        # /schedules), whichever function serves it, so every API function has them; the
+        # submission counters are written where a request creates jobs (submit, dags).
         self.access = AccessLists(settings.queues)
         self._api_environment = {
             **self._environment,
             ENV_ACCESS: self.access.environment_value(self),
+            ENV_QUOTAS: quotas_json(settings.queues),
         }
         job_queues = [*queues.values(), *priority_queues.values()]
         self._add_api_functions(table, job_queues)
         self._add_dispatch(settings, table, job_queues)
         self._add_runners(table, queues, dead_letter_queues, priority_queues, job_queues)
         self._add_schedules_and_queues(table, job_queues, list(dead_letter_queues.values()))
-        # Quotas apply where a client's request creates jobs: submits, DAGs and (a payload's
-        # size only) schedules. The rate counters are UpdateItems, which those roles have.
-        for creates_jobs in (self.submit, self.dags, self.schedules):
-            creates_jobs.add_environment(ENV_QUOTAS, quotas_json(settings.queues))
         if payload_bucket is not None:
             self._add_payloads(payload_bucket)
         self.example_consumer = (

@@ -26,6 +26,9 @@ from sundial.history.replay import FAILED_BATCHES_PREFIX, REPLAYED_PREFIX
 ENV_HISTORY_BUCKET = "SUNDIAL_HISTORY_BUCKET"
 ENV_HISTORY_PREFIX = "SUNDIAL_HISTORY_PREFIX"
 HISTORY_TIMEOUT = Duration.seconds(60)
+# The custom metric the history function writes when it fails records (lambdas/history; the
+# stack alarms on it: stacks.monitoring.WatchedStream).
+HISTORY_FAILED_RECORDS_METRIC = "HistoryRecordsFailed"
 # Failed batches are replayed into history/ hourly, so they are there before the daily
 # compaction of their day; a replay that fails is retried by the next one.
 REPLAY_SCHEDULE = events.Schedule.rate(Duration.hours(1))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.settings import TableCapacitySettings
+from sundial.ids import SHARD_PREFIX
 from sundial.store.queue_states import QUEUES_PK
+from sundial.store.runner_writes import RUNNER_UPDATED, TIMER_ATTRIBUTES
 
 PARTITION_KEY = "pk"
 SORT_KEY = "sk"
@@ -25,6 +29,66 @@ def grant_read_queue_states(table: dynamodb.ITable, grantee: iam.IGrantable) -> 
         resource_arns=[table.table_arn],
         conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [QUEUES_PK]}},
     )
+
+
+# Job items (and the sweep cursors and markers beside them) live in the shard partitions
+# "shard#<n>"; everything else has a partition of its own kind: the queue states ("queues"),
+# submission windows ("quota#<queue>#<lane>"), schedules ("sched#<id>") and the indexes
+# ("schedules#<queue>", "dags#<queue>", "dead#<queue>", "idem#<hash>", "meta").
+JOB_PARTITIONS = f"{SHARD_PREFIX}*"
+# What fine-grained access control asks of a writer bounded by dynamodb:Attributes: it reads
+# back no attribute beyond those it writes (the DynamoDB developer guide, "Using IAM policy
+# conditions for fine-grained access control"). UpdateItem and PutItem always carry the key.
+_WRITES_RETURN = {"dynamodb:ReturnValues": ["NONE", "UPDATED_OLD", "UPDATED_NEW"]}
+
+
+def grant_runner_items(table: dynamodb.ITable, grantee: iam.IGrantable) -> None:
+    """A consumer Lambda's access to the job table, as narrow as its SDK allows: get a job item
+    (the fence; DAG parents' results), update the attempt's and the DAG's bookkeeping
+    attributes (RUNNER_UPDATED) and put retry timers (TIMER_ATTRIBUTES, and `retry_of`
+    always), all on the shard partitions only (dynamodb:LeadingKeys "shard#*"). No partition
+    key of a queue state, submission window, schedule or index matches, so none of those can
+    be read or written. The partition key names no queue, so IAM cannot keep a consumer to
+    its own queue's jobs: what that leaves open is written in docs (the access section).
+    Each statement also requires its keys to be present (`Null`): a `ForAllValues` condition
+    holds for a request that lacks the key altogether."""
+    leading = {"dynamodb:LeadingKeys": [JOB_PARTITIONS]}
+    present = {"dynamodb:LeadingKeys": "false", "dynamodb:Attributes": "false"}
+    statements: list[tuple[str, dict[str, Any]]] = [
+        (
+            "dynamodb:GetItem",
+            {
+                "ForAllValues:StringLike": leading,
+                "Null": {"dynamodb:LeadingKeys": "false"},
+            },
+        ),
+        (
+            "dynamodb:UpdateItem",
+            {
+                "ForAllValues:StringLike": leading,
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(RUNNER_UPDATED)},
+                "StringEqualsIfExists": _WRITES_RETURN,
+                "Null": present,
+            },
+        ),
+        (
+            "dynamodb:PutItem",
+            {
+                "ForAllValues:StringLike": leading,
+                "ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(TIMER_ATTRIBUTES)},
+                "ForAnyValue:StringEquals": {"dynamodb:Attributes": ["retry_of"]},
+                "StringEqualsIfExists": _WRITES_RETURN,
+                "Null": present,
+            },
+        ),
+    ]
+    for action, conditions in statements:
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=[action],
+            resource_arns=[table.table_arn],
+            conditions=conditions,
+        )
 
 
 class JobTable(Construct):

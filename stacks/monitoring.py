@@ -35,6 +35,10 @@ DURATION_ALARM_SHARE = 0.8
 DLQ_UNDRAINED_PERIODS = 3
 # 5xx answers from the API in 5 minutes: a handful is an incident, one may be a cold AWS call.
 API_SERVER_ERRORS = 5
+# The history's stream reader this far behind (its oldest record read, in ms): a batch keeps
+# failing or the function cannot keep up. Normally a few seconds; records reach the on-failure
+# destination at 12 hours (stacks.history_capture.MAX_RECORD_AGE), long after this fires.
+HISTORY_ITERATOR_AGE_ALARM_MS = 15 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,16 @@ class WatchedFunction:
     name: str  # as in the runbook: "sweeper", "fanout", "history", "dead-letter-indexer"
     function: lambda_.IFunction
     timeout: Duration
+
+
+@dataclass(frozen=True)
+class WatchedStream:
+    """A function reading a stream (the history's): how far behind it is, the records it
+    could not read, and batches its on-failure destination could not take."""
+
+    name: str  # as in the runbook: "history"
+    function: lambda_.IFunction
+    failed_records_metric: str  # the custom metric the function writes for records it fails
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,7 @@ class SundialMonitoring(Construct):
         dispatch_failures: sqs.IQueue,
         stage: apigwv2.HttpStage,
         api_functions: Mapping[str, lambda_.IFunction],
+        streams: Sequence[WatchedStream] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = self._topic(settings)
@@ -84,6 +99,8 @@ class SundialMonitoring(Construct):
             self._watch_queue(watched)
         for function in functions:
             self._watch_function(function)
+        for stream in streams:
+            self._watch_stream(stream)
         self._watch_dispatch(settings, dispatch_failures)
         self._alarm(
             "api/server-errors",
@@ -192,6 +209,33 @@ class SundialMonitoring(Construct):
             function.metric_duration(period=PERIOD, statistic="Maximum"),
             threshold=limit_ms,
             what=f"a {name} invocation ran {limit_ms:.0f} ms or more, near its timeout",
+        )
+
+    def _watch_stream(self, watched: WatchedStream) -> None:
+        """A reader that stops, falls behind or fails records is never silent: each way a batch
+        can end in the on-failure destination raises one of these (an invocation that fails:
+        `<name>/errors`), and a batch the destination could not take raises its own."""
+        name, function = watched.name, watched.function
+        self._alarm(
+            f"{name}/iterator-age",
+            function.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+            threshold=HISTORY_ITERATOR_AGE_ALARM_MS,
+            what=f"the {name} stream reader is 15 minutes or more behind: a batch keeps failing "
+            "or the function cannot keep up",
+        )
+        self._alarm(
+            f"{name}/failed-records",
+            _custom(watched.failed_records_metric, "Sum"),
+            threshold=1,
+            what=f"the {name} function could not read a stream record: its batch is retried, "
+            "then put in the on-failure destination and replayed hourly",
+        )
+        self._alarm(
+            f"{name}/destination-failures",
+            function.metric("DestinationDeliveryFailures", period=PERIOD, statistic="Sum"),
+            threshold=1,
+            what=f"a failed {name} batch could not be put in its on-failure destination: "
+            "its records are lost from the history",
         )
 
     def _watch_dispatch(self, settings: OperationsSettings, failures: sqs.IQueue) -> None:

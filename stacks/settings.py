@@ -90,7 +90,8 @@ class QueueSettings(QueueQuota):
     # Who may use the queue, per permission (submit, read, control, work, admin): principals
     # as sundial.access describes (account ids, role/user ARNs, organization ids,
     # "stack-account"). None (the default): the stack's own account may do everything, as IAM
-    # auth alone allowed. {} : nobody, until the construct's grant_* helpers add someone.
+    # auth alone allowed, and a grant_* on the queue is refused (it would narrow nothing).
+    # {} : nobody, until the construct's grant_* helpers add someone.
     access: QueueAccess | None = None
     # Fair dispatch (docs/api.md "Fair dispatch"; sundial.dispatch.fairness). The most jobs a second
     # the sweepers make visible on this queue: a flood due at once is spread over the following

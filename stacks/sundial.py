@@ -21,12 +21,16 @@ from stacks.functions import (
     JobFunctions,
 )
 from stacks.history_buckets import HistoryBuckets
-from stacks.history_capture import HISTORY_TIMEOUT, HistoryCapture
+from stacks.history_capture import (
+    HISTORY_FAILED_RECORDS_METRIC,
+    HISTORY_TIMEOUT,
+    HistoryCapture,
+)
 from stacks.history_glue import HistoryAnalytics
 from stacks.job_queues import JobQueues
 from stacks.job_table import JobTable
 from stacks.layers import SundialLayers
-from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue
+from stacks.monitoring import SundialMonitoring, WatchedFunction, WatchedQueue, WatchedStream
 from stacks.payload_bucket import PayloadBucket
 from stacks.settings import SundialSettings
 
@@ -142,6 +146,11 @@ class Sundial(Construct):
                 ),
                 WatchedFunction("history", self.history_capture.function, HISTORY_TIMEOUT),
             ],
+            streams=[
+                WatchedStream(
+                    "history", self.history_capture.function, HISTORY_FAILED_RECORDS_METRIC
+                )
+            ],
             dispatch_failures=self.dispatch.failures,
             stage=self.api.stage,
             api_functions={
@@ -198,7 +207,10 @@ class Sundial(Construct):
         self, permission: Permission | str, queue: str, grantee: iam.IRole | iam.IUser
     ) -> iam.Grant:
         """Let `grantee` use `queue` for `permission`: adds it to the queue's access list and
-        gives it execute-api:Invoke on the routes the permission uses, so the two agree."""
+        gives it execute-api:Invoke on the routes the permission uses, so the two agree. The
+        queue must declare its access (cdk.json `"access": {}` or more): one that declares
+        none is open to the whole account, and a grant on it raises ValueError saying what to
+        write (stacks/access.py)."""
         permission = Permission(permission)
         self.functions.access.add(queue, permission, principal_arn(grantee))
         return grant_routes(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from typing import Any
@@ -9,15 +10,10 @@ from typing import Any
 import boto3
 
 from sundial.clock import ManualClock
-from sundial.consumer import MAX_RESULT_BYTES, ConsumerDeps, JobConsumer
+from sundial.consumer import JobConsumer
 from sundial.dispatch.sweeper import Sweeper
 from sundial.model.submission import SubmitJob
-from sundial.services.dag_progress import DagProgress
-from sundial.store.attempts import AttemptStore
-from sundial.store.dag_nodes import DagNodeStore
-from sundial.store.jobs import JobStore
 from sundial.transport.envelope import Envelope
-from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import FakeLambdaContext, SentMessages, WriteMeter, sqs_event
 
@@ -34,12 +30,16 @@ class Harness:
         self.session = boto3.Session()
         self.meter = WriteMeter(self.session)
         self.sent = SentMessages(self.session)  # as the meter: before any client is made
-        dynamodb, sqs = self.session.client("dynamodb"), self.session.client("sqs")
-        self.sqs = sqs
-        self.dynamodb = dynamodb  # the consumer's own client: a test may hook its calls
-        store = JobStore(dynamodb, deps.settings.table_name)
-        # Wired as the sweeper Lambda is (schedules, queue pauses), on the metered session.
+        # Wired as the Lambdas are, on the metered session: the sweeper (schedules, queue
+        # pauses), and the consumer as sundial.consumer wires it (its role's limits: a DAG node
+        # released onto a paused queue is deferred with a timer), or with `lifecycle="worker"`
+        # as the workers function ends attempts (it may record a paused queue's holds).
         wired = Dependencies(settings=deps.settings, clock=clock, session=self.session)
+        lifecycle = options.pop("lifecycle", "consumer")
+        consumer = lifecycle == "consumer"
+        # The consumer's own clients and DAG node store: a test may hook their calls
+        self.sqs, self.dynamodb = wired.sqs, wired.dynamodb
+        self.dag_nodes = wired.consumer_dag_nodes if consumer else wired.dag_nodes
         self.sweeper: Sweeper = wired.sweeper
         self.calls: list[Envelope] = []
         # The Lambda context each invocation gets: its remaining time is the invocation's
@@ -50,31 +50,9 @@ class Harness:
             self.calls.append(envelope)
             return function(envelope)
 
-        queues = QueueSender(sqs, deps.settings.queue_urls)
-        self.dag_nodes = DagNodeStore(dynamodb, deps.settings.table_name)
-        dag_progress = DagProgress(  # on the consumer's own clients, as the Lambda has them
-            store=store,
-            nodes=self.dag_nodes,
-            sender=queues,
-            clock=clock,
-            retention_days=deps.settings.retention_days,
-            inline_results_bytes=MAX_RESULT_BYTES,
-            releaser=wired.releaser,  # as the Lambdas are wired: a queue pause holds nodes
-        )
+        runner = wired.consumer_lifecycle if consumer else wired.attempts.deps
         self.consumer = JobConsumer(
-            recorded,
-            deps=lambda: ConsumerDeps(
-                store=store,
-                attempt_store=AttemptStore(dynamodb, deps.settings.table_name),
-                queues=queues,
-                dead_letters=QueueSender(sqs, deps.settings.dead_letter_urls),
-                settings=deps.settings,
-                clock=clock,
-                rng=random.Random(42),
-                dags=lambda: dag_progress,
-                payloads=wired.payloads,  # on the consumer's session, as the Lambda has it
-            ),
-            **options,
+            recorded, deps=lambda: dataclasses.replace(runner, rng=random.Random(42)), **options
         )
 
     def poll(self, queue: str = "default") -> list[str]:

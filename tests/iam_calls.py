@@ -1,6 +1,16 @@
 """Least privilege, proven: every AWS call a Lambda function makes, as the IAM request AWS would
-authorize (action, resource ARN, DynamoDB leading keys), and a small evaluator of the
+authorize (action, resource ARN, and the DynamoDB condition keys a role policy may test:
+dynamodb:LeadingKeys, dynamodb:Attributes, dynamodb:ReturnValues), and a small evaluator of the
 synthesized role policies that says whether a call is allowed.
+
+The DynamoDB keys, as the developer guide ("Using IAM policy conditions for fine-grained access
+control") describes them: LeadingKeys, the partition key values a request touches;
+Attributes, the top-level attribute names a write request uses (the key's, the item's or the
+update expression's, and the condition's; a read without a projection returns every
+attribute and is left without the key here, as no policy of Sundial's bounds reads by
+attribute); ReturnValues, an UpdateItem's, PutItem's or DeleteItem's (NONE unless given).
+(Over 450 lines: the request model, the two recorders and the evaluator belong together, each
+the other's reason.)
 
 Calls are recorded with a botocore `before-parameter-build` hook (it sees the caller's own
 parameters, once per call, before retries). Two recorders:
@@ -65,6 +75,20 @@ class Call:
     resource: str  # the resource ARN
     operation: str  # the API call, e.g. "sqs.SendMessageBatch"
     leading_keys: frozenset[str] = frozenset()  # DynamoDB partition keys the request touches
+    # dynamodb:Attributes (None: not in the request context) and dynamodb:ReturnValues
+    attributes: frozenset[str] | None = None
+    return_values: str | None = None
+
+    def context(self) -> dict[str, frozenset[str]]:
+        """The request context's condition keys, each a set of values (absent: not present)."""
+        found = {
+            "dynamodb:LeadingKeys": self.leading_keys or None,
+            "dynamodb:Attributes": self.attributes,
+            "dynamodb:ReturnValues": (
+                frozenset({self.return_values}) if self.return_values else None
+            ),
+        }
+        return {key: values for key, values in found.items() if values is not None}
 
 
 def iam_action(service: str, operation: str) -> str:
@@ -82,16 +106,25 @@ TRANSACT_ITEM_ACTIONS: Mapping[str, str] = {
 }
 
 
-def calls_of(function: str, service: str, operation: str, params: Mapping[str, Any]) -> list[Call]:
+def calls_of(
+    function: str,
+    service: str,
+    operation: str,
+    params: Mapping[str, Any],
+    *,
+    in_transaction: bool = False,
+) -> list[Call]:
     """The IAM requests one API call makes (a batch across tables is one per table; a
-    transaction one per entry)."""
+    transaction one per entry, with no ReturnValues of its own)."""
     op = f"{service}.{operation}"
     if service == "dynamodb" and operation in ("TransactWriteItems", "TransactGetItems"):
         return [
             call
             for entry in params["TransactItems"]
             for kind, request in entry.items()
-            for call in calls_of(function, service, TRANSACT_ITEM_ACTIONS[kind], request)
+            for call in calls_of(
+                function, service, TRANSACT_ITEM_ACTIONS[kind], request, in_transaction=True
+            )
         ]
     if service == "s3" and operation == "CopyObject":
         # IAM authorizes a copy as s3:GetObject of the source and s3:PutObject of the copy
@@ -107,10 +140,55 @@ def calls_of(function: str, service: str, operation: str, params: Mapping[str, A
             Call(function, "s3:PutObject", _resources(service, operation, params)[0][0], op),
         ]
     action = iam_action(service, operation)
+    attributes, returns = None, None
+    if service == "dynamodb":
+        attributes = written_attributes(operation, params)
+        if operation in _RETURNING and not in_transaction:
+            returns = str(params.get("ReturnValues", "NONE"))
     return [
-        Call(function, action, resource, op, frozenset(keys))
+        Call(function, action, resource, op, frozenset(keys), attributes, returns)
         for resource, keys in _resources(service, operation, params)
     ]
+
+
+# The writes whose request has a ReturnValues (NONE unless given).
+_RETURNING = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+# Words of DynamoDB's expression grammar that are not attribute names.
+_KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "BETWEEN", "SET", "REMOVE", "ADD", "DELETE"})
+# An attribute path (its first element is the top-level name), a value placeholder (":x"), or a
+# function name (followed by "(").
+_TOKEN = re.compile(r"(:?)([#A-Za-z_][\w#]*)((?:\[\d+\]|\.[#\w]+)*)(\s*\()?")
+
+
+def written_attributes(operation: str, params: Mapping[str, Any]) -> frozenset[str] | None:
+    """dynamodb:Attributes of a write: the top-level names its key or item, update expression
+    and condition use (None for a read, see the module docstring)."""
+    names: set[str] = set()
+    if operation == "PutItem":
+        names |= set(params["Item"])
+    elif operation in ("UpdateItem", "DeleteItem", "ConditionCheckItem"):
+        names |= set(params["Key"])
+    elif operation == "BatchWriteItem":
+        for requests in params["RequestItems"].values():
+            for request in requests:
+                put = request.get("PutRequest", {}).get("Item")
+                names |= set(put or request["DeleteRequest"]["Key"])
+    else:
+        return None
+    aliases = params.get("ExpressionAttributeNames", {})
+    for field in ("UpdateExpression", "ConditionExpression"):
+        names |= expression_attributes(params.get(field, ""), aliases)
+    return frozenset(names)
+
+
+def expression_attributes(expression: str, aliases: Mapping[str, str]) -> set[str]:
+    """The top-level attribute names an expression uses (aliases resolved)."""
+    found: set[str] = set()
+    for value, name, _, call in _TOKEN.findall(expression):
+        if value or call or name.upper() in _KEYWORDS:
+            continue
+        found.add(aliases.get(name, name))
+    return found
 
 
 def _resources(
@@ -196,7 +274,16 @@ class CallLog:
         """Writes the calls with their counts as JSON (`load` reads them back)."""
         with self._lock:
             rows = [
-                [c.function, c.action, c.resource, c.operation, sorted(c.leading_keys), count]
+                [
+                    c.function,
+                    c.action,
+                    c.resource,
+                    c.operation,
+                    sorted(c.leading_keys),
+                    None if c.attributes is None else sorted(c.attributes),
+                    c.return_values,
+                    count,
+                ]
                 for c, count in self.calls.items()
             ]
         path.write_text(json.dumps(rows))
@@ -204,8 +291,11 @@ class CallLog:
     def load(self, path: Path) -> None:
         """Adds the calls another process saved."""
         counts: Counter[Call] = Counter()
-        for function, action, resource, operation, keys, count in json.loads(path.read_text()):
-            counts[Call(function, action, resource, operation, frozenset(keys))] += count
+        for row in json.loads(path.read_text()):
+            function, action, resource, operation, keys, attributes, returns, count = row
+            names = None if attributes is None else frozenset(attributes)
+            call = Call(function, action, resource, operation, frozenset(keys), names, returns)
+            counts[call] += count
         with self._lock:
             self.calls.update(counts)
 
@@ -321,13 +411,56 @@ class Statement:
         )
 
     def _condition_holds(self, call: Call) -> bool:
+        """Every operator of the block holds for every key it names (IAM ANDs them)."""
+        context = call.context()
         for operator, keys in self.condition.items():
             for key, values in keys.items():
-                if (operator, key) != ("ForAllValues:StringEquals", "dynamodb:LeadingKeys"):
+                if key not in _CONDITION_KEYS or operator not in _OPERATORS:
                     raise AssertionError(f"condition {operator} {key}: teach the evaluator it")
-                if not call.leading_keys <= set(_listed(values)):
+                if not _OPERATORS[operator](context.get(key), _listed(values)):
                     return False
         return True
+
+
+_CONDITION_KEYS = frozenset(
+    {"dynamodb:LeadingKeys", "dynamodb:Attributes", "dynamodb:ReturnValues"}
+)
+
+
+def _any_matches(value: str, patterns: Sequence[str], *, like: bool) -> bool:
+    return any(_matches(p, value) if like else p == value for p in patterns)
+
+
+def _for_all(like: bool) -> Callable[[frozenset[str] | None, Sequence[str]], bool]:
+    """ForAllValues: every value of the key matches one of the policy's. A key absent from the
+    request, or empty, makes it hold: why Sundial's statements pair it with Null."""
+    return lambda found, patterns: all(_any_matches(v, patterns, like=like) for v in found or ())
+
+
+def _for_any(found: frozenset[str] | None, patterns: Sequence[str]) -> bool:
+    """ForAnyValue: some value of the key matches; an absent key makes it fail."""
+    return any(_any_matches(v, patterns, like=False) for v in found or ())
+
+
+def _equals(if_exists: bool) -> Callable[[frozenset[str] | None, Sequence[str]], bool]:
+    """StringEquals on a single-valued key (absent: false; ...IfExists: true)."""
+    return lambda found, patterns: if_exists if found is None else all(v in patterns for v in found)
+
+
+def _null(found: frozenset[str] | None, values: Sequence[str]) -> bool:
+    """Null: "true" holds when the key is absent, "false" when it is present."""
+    [value] = values
+    return (found is None) is (value == "true")
+
+
+_OPERATORS: Mapping[str, Callable[[frozenset[str] | None, Sequence[str]], bool]] = {
+    "ForAllValues:StringEquals": _for_all(like=False),
+    "ForAllValues:StringLike": _for_all(like=True),
+    "ForAnyValue:StringEquals": _for_any,
+    "StringEquals": _equals(if_exists=False),
+    "StringEqualsIfExists": _equals(if_exists=True),
+    "Null": _null,
+}
 
 
 def _listed(value: str | Sequence[str]) -> list[str]:

@@ -21,11 +21,18 @@ from xdist.scheduler import LoadScopeScheduling
 
 # The local runtime's tests use both fixtures (`make test` runs them in a process of their own).
 LOCAL_RUNTIME = "tests/integration/test_local_runtime.py"
+# Issue 26's acceptance: a fresh local runtime of its own, five demos and a report (serial too).
+FIRST_TEN_MINUTES = "tests/integration/test_first_ten_minutes.py"
 # {session fixture: the test files (or folders) whose tests use it}: one unit of work each (a
 # file listed twice goes with the first).
 SHARED_FIXTURE_FILES: Mapping[str, Sequence[str]] = {
     # jsii and a CDK synth with cdk-nag (tests/conftest.py `synthesized`)
-    "synthesized": ("tests/infrastructure/", "tests/bench/test_bench_smoke.py", LOCAL_RUNTIME),
+    "synthesized": (
+        "tests/infrastructure/",
+        "tests/bench/test_bench_smoke.py",
+        LOCAL_RUNTIME,
+        FIRST_TEN_MINUTES,
+    ),
     # a local Spark JVM (tests/conftest.py `spark`)
     "spark": ("tests/glue/", "tests/unit/history/test_replay.py", LOCAL_RUNTIME),
     # a headless Chromium (tests/ui/conftest.py `browser`)

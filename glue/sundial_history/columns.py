@@ -42,6 +42,7 @@ RAW_EVENT: tuple[Column, ...] = (
     ("duration_ms", "bigint"),
     ("error_type", "string"),
     ("correlation_id", "string"),
+    ("released_at_ms", "bigint"),
 )
 
 JOB_HISTORY = TableSpec(
@@ -66,6 +67,9 @@ JOB_HISTORY = TableSpec(
         # The API request that submitted the job: its logs' correlation id. Appended last, so
         # Parquet written before it existed reads it as null.
         ("correlation_id", "string"),
+        # A DAG child's release: when its parents let it run (null for any other job, and in
+        # events written before it was captured). Appended last, as correlation_id.
+        ("released_at", "timestamp"),
     ),
 )
 
@@ -75,6 +79,8 @@ DAILY_QUEUE_STATS = TableSpec(
     columns=(
         ("queue", "string"),
         ("submitted", "bigint"),
+        ("submitted_blocked", "bigint"),
+        ("submitted_cancelled", "bigint"),
         ("succeeded", "bigint"),
         ("failed", "bigint"),
         ("dead", "bigint"),
@@ -109,7 +115,7 @@ TOP_ERRORS = TableSpec(
 
 DAG_RUNS = TableSpec(
     name="dag_runs",
-    description="Per DAG: its jobs' final outcomes; dt is the day its last job finished",
+    description="Per DAG: its jobs' final outcomes; dt is the day of its latest state change",
     columns=(
         ("dag_id", "string"),
         ("jobs", "bigint"),

@@ -64,11 +64,25 @@ def _by_queue(rows: Sequence[Row], value: str) -> dict[str, dict[str, float]]:
     return series
 
 
+def _days_axis(axes: Any, data: ReportData) -> list[str]:
+    """Every day of the report's window on the x axis, those without history included."""
+    days = list(data.dates)
+    axes.set_xticks(range(len(days)), days)
+    axes.set_xlim(-0.5, len(days) - 0.5)
+    return days
+
+
 def _line_chart(data: ReportData, value: str, title: str, unit_ms: float, unit: str) -> bytes:
     figure, axes = plt.subplots(figsize=(9, 4))
+    position = {day: index for index, day in enumerate(_days_axis(axes, data))}
     for queue, points in sorted(_by_queue(data.daily, value).items()):
-        days = sorted(points)
-        axes.plot(days, [points[d] / unit_ms for d in days], marker="o", label=queue)
+        days = sorted(d for d in points if d in position)
+        axes.plot(
+            [position[d] for d in days],
+            [points[d] / unit_ms for d in days],
+            marker="o",
+            label=queue,
+        )
     axes.set_title(title)
     axes.set_ylabel(unit)
     axes.grid(alpha=0.3)
@@ -83,14 +97,15 @@ def _volume_chart(data: ReportData) -> bytes:
     for row in data.daily:
         for status in (*STATUS_COLOURS, "submitted"):
             totals[row["dt"]][status] += int(row[status] or 0)
-    days = sorted(totals)
     figure, axes = plt.subplots(figsize=(9, 4))
+    days = _days_axis(axes, data)
+    x = list(range(len(days)))
     bottom = [0] * len(days)
     for status, colour in STATUS_COLOURS.items():
         heights = [totals[d][status] for d in days]
-        axes.bar(days, heights, bottom=bottom, color=colour, label=status)
+        axes.bar(x, heights, bottom=bottom, color=colour, label=status)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    axes.plot(days, [totals[d]["submitted"] for d in days], "k--", marker=".", label="submitted")
+    axes.plot(x, [totals[d]["submitted"] for d in days], "k--", marker=".", label="submitted")
     axes.set_title(CHARTS["volume.png"])
     axes.set_ylabel("jobs")
     axes.grid(alpha=0.3, axis="y")
@@ -212,10 +227,19 @@ def _sections(data: ReportData) -> list[tuple[str, list[str], list[list[str]]]]:
 
 
 def _intro(data: ReportData) -> list[str]:
+    with_history = len({row["dt"] for row in data.daily})
+    quiet = (
+        "no job history in this period"
+        if not with_history
+        else f"{with_history} of them with job history"
+    )
     return [
-        f"Period: {data.period} (UTC), {len(data.dates)} day(s), {data.events:,} history events.",
-        "Lateness is attempt start minus attempt due time (SQS delivery and consumer pickup "
-        "included); failed counts attempts that failed and were retried.",
+        f"Period: {data.period} (UTC), {len(data.dates)} day(s), {quiet}, "
+        f"{data.events:,} history events.",
+        "Lateness is attempt start minus when the attempt became due to run (its due time, a "
+        "retry's scheduled time, a DAG child's release), SQS delivery and consumer pickup "
+        "included; failed counts attempts that failed and were retried; submitted counts "
+        "every job inserted (DAG children waiting for their parents included).",
         *data.notes,
     ]
 

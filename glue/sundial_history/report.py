@@ -1,17 +1,30 @@
 """history_report's transforms: `job_history` events -> the report tables (per queue per day
 volumes, lateness and duration percentiles, retry rate, top errors, DAG and schedule outcomes).
 
-Definitions (also in glue/README.md):
-- submitted: jobs inserted (an event with no from-status);
+Definitions (also in the report's documentation, docs/history.md):
+- submitted: jobs inserted (an event with no from-status), whatever their first status:
+  `pending`, `blocked` (a DAG child waiting for its parents: also in submitted_blocked) or
+  `cancelled` (a schedule occurrence written already cancelled: also in submitted_cancelled);
 - succeeded / failed / dead / cancelled / expired: events moving a job to that status
   (failed: an attempt failed and a retry was scheduled);
 - attempts: events that end an attempt (succeeded, failed, dead); retries: those of attempt > 1;
   retry rate = retries / attempts;
-- lateness: (attempt start - attempt due), for every attempt that ended: the time from the due
-  second to the consumer starting the job, which includes SQS delivery and consumer pickup;
+- lateness (job_history.lateness_ms, sundial_history.compaction.curate): attempt start minus
+  when the attempt became due to run (its due time, a retry's scheduled time, a DAG child's
+  release if later), for every attempt that ended;
 - duration: how long an attempt ran;
-- a job's final outcome: its latest succeeded, dead or cancelled event; DAG and schedule
-  success rates count final outcomes, so a dead job retried by hand to success counts once.
+- percentiles: exact, the smallest value with at least p of the group's values at or below it
+  (`percentile_disc`; memory per group grows with its number of distinct values);
+- finished, per group (a queue's day, a schedule's day, a report's window): jobs with a
+  succeeded, dead or cancelled event in it, each once, by its latest such event there; DAG
+  and schedule success rates are the succeeded share of those. A job that died on Monday and
+  was retried by hand to success on Tuesday counts as dead on Monday and as succeeded on
+  Tuesday (a day's figures are final once its events are in); in one group, once.
+- dag_runs: per DAG over its whole history (every day of job_history), each job by its
+  latest succeeded, dead or cancelled event.
+
+Every per-day table is computed from its day's events alone, so recomputing a day changes no
+other day; `dag_runs` is the one table computed from all of history.
 """
 
 from __future__ import annotations
@@ -25,10 +38,9 @@ from sundial_history.columns import DAG_RUNS, DAILY_QUEUE_STATS, SCHEDULE_RUNS, 
 
 ATTEMPT_ENDS = ("succeeded", "failed", "dead")
 FINAL = ("succeeded", "dead", "cancelled")
+# The item left the table (sundial.history.capture): not a state change of the job's run.
+REMOVALS = ("expired", "deleted")
 PERCENTILES = (0.5, 0.95, 0.99)
-# percentile_approx's accuracy: 1/accuracy is the relative rank error; at 10,000 the result
-# is exact for up to 10,000 values per group and within 0.01% of the rank beyond.
-PERCENTILE_ACCURACY = 10_000
 
 
 def _count(condition: Column) -> Column:
@@ -39,9 +51,20 @@ def _ratio(numerator: str, denominator: str) -> Column:
     return F.when(F.col(denominator) > 0, F.col(numerator) / F.col(denominator)).cast("double")
 
 
-def final_outcomes(events: DataFrame) -> DataFrame:
-    """Each job's latest succeeded, dead or cancelled event (the job as it ended)."""
-    latest = Window.partitionBy("job_id").orderBy(F.col("event_at").desc(), F.col("event_id"))
+def _percentiles(column: str) -> Column:
+    """PERCENTILES of `column` over the attempt-ending events of a group, exact."""
+    share = ", ".join(str(q) for q in PERCENTILES)
+    ends = ", ".join(f"'{status}'" for status in ATTEMPT_ENDS)
+    return F.expr(
+        f"percentile_disc(array({share})) WITHIN GROUP (ORDER BY {column}) "
+        f"FILTER (WHERE to_status IN ({ends}))"
+    )
+
+
+def final_outcomes(events: DataFrame, per: Sequence[str] = ()) -> DataFrame:
+    """Each job's latest succeeded, dead or cancelled event (ties: the smallest event id), per
+    value of `per` (("dt",): each job once per day it finished on; (): once over `events`)."""
+    latest = Window.partitionBy("job_id", *per).orderBy(F.col("event_at").desc(), F.col("event_id"))
     return (
         events.where(F.col("to_status").isin(*FINAL))
         .withColumn("_n", F.row_number().over(latest))
@@ -51,12 +74,18 @@ def final_outcomes(events: DataFrame) -> DataFrame:
 
 
 def queue_stats(events: DataFrame, keys: Sequence[str] = ("dt", "queue")) -> DataFrame:
-    """Volumes, retry rate and lateness/duration percentiles grouped by `keys` (per queue per
-    day for the table; per queue alone for a report window)."""
+    """Events, volumes, retry rate, lateness/duration percentiles and DAG/schedule success
+    rates grouped by `keys` (per queue per day for the table; per queue alone for a report
+    window).
+    A job's queue never changes, so its finishes count once per group."""
     status = F.col("to_status")
     ends = status.isin(*ATTEMPT_ENDS)
+    inserted = F.col("from_status").isNull()
     stats = events.groupBy(*keys).agg(
-        _count(F.col("from_status").isNull() & (status == "pending")).alias("submitted"),
+        F.count(F.lit(1)).alias("events"),
+        _count(inserted).alias("submitted"),
+        _count(inserted & (status == "blocked")).alias("submitted_blocked"),
+        _count(inserted & (status == "cancelled")).alias("submitted_cancelled"),
         _count(status == "succeeded").alias("succeeded"),
         _count(status == "failed").alias("failed"),
         _count(status == "dead").alias("dead"),
@@ -64,15 +93,11 @@ def queue_stats(events: DataFrame, keys: Sequence[str] = ("dt", "queue")) -> Dat
         _count(status == "expired").alias("expired"),
         _count(ends).alias("attempts"),
         _count(ends & (F.col("attempt") > 1)).alias("retries"),
-        F.percentile_approx(
-            F.when(ends, F.col("lateness_ms")), list(PERCENTILES), PERCENTILE_ACCURACY
-        ).alias("_lateness"),
-        F.percentile_approx(
-            F.when(ends, F.col("duration_ms")), list(PERCENTILES), PERCENTILE_ACCURACY
-        ).alias("_duration"),
+        _percentiles("lateness_ms").alias("_lateness"),
+        _percentiles("duration_ms").alias("_duration"),
     )
     outcomes = (
-        final_outcomes(events)
+        final_outcomes(events, per=[k for k in keys if k != "queue"])
         .groupBy(*keys)
         .agg(
             _count(F.col("dag_id").isNotNull()).alias("dag_jobs_finished"),
@@ -101,7 +126,10 @@ def queue_stats(events: DataFrame, keys: Sequence[str] = ("dt", "queue")) -> Dat
     ]
     return joined.select(
         *keys,
+        "events",
         "submitted",
+        "submitted_blocked",
+        "submitted_cancelled",
         "succeeded",
         "failed",
         "dead",
@@ -143,28 +171,32 @@ def top_errors_table(events: DataFrame, *, limit: int = 5) -> DataFrame:
 
 
 def dag_runs(events: DataFrame) -> DataFrame:
-    """The `dag_runs` table: per DAG, how its jobs ended. outcome: `succeeded` when every job
-    succeeded, `failed` when all ended and one did not succeed, else `running`. dt and
-    finished_at: when its latest job ended (its latest event while it runs)."""
-    members = (
+    """The `dag_runs` table from `events` holding each DAG's whole history: per DAG, how its
+    jobs ended. outcome: `succeeded` when every job succeeded, `failed` when all ended and one
+    did not succeed, else `running`. finished_at (and dt, its day): the DAG's latest state
+    change, which for a finished DAG is when its last job ended (removals from the table by
+    TTL or otherwise are not state changes: they would move every DAG a retention later)."""
+    # One pass: each job's rows ranked with its latest finish first (as final_outcomes picks
+    # it), so the DAG rows are read once.
+    final = F.col("to_status").isin(*FINAL)
+    latest = Window.partitionBy("job_id").orderBy(
+        final.desc(), F.col("event_at").desc(), F.col("event_id")
+    )
+    ended = (F.row_number().over(latest) == 1) & final
+    runs = (
         events.where(F.col("dag_id").isNotNull())
+        .withColumn("_ended", ended)
         .groupBy("dag_id")
         .agg(
             F.countDistinct("job_id").alias("jobs"),
-            F.max("event_at").alias("_last_event_at"),
+            *[
+                _count(F.col("_ended") & (F.col("to_status") == status)).alias(status)
+                for status in FINAL
+            ],
+            F.max(F.when(~F.col("to_status").isin(*REMOVALS), F.col("event_at"))).alias("_last"),
+            F.max("event_at").alias("_last_any"),
         )
-    )
-    ended = (
-        final_outcomes(events.where(F.col("dag_id").isNotNull()))
-        .groupBy("dag_id")
-        .agg(
-            _count(F.col("to_status") == "succeeded").alias("succeeded"),
-            _count(F.col("to_status") == "dead").alias("dead"),
-            _count(F.col("to_status") == "cancelled").alias("cancelled"),
-        )
-    )
-    runs = members.join(ended, on="dag_id", how="left").fillna(
-        0, subset=["succeeded", "dead", "cancelled"]
+        .withColumn("finished_at", F.coalesce("_last", "_last_any"))
     )
     unfinished = F.col("jobs") - F.col("succeeded") - F.col("dead") - F.col("cancelled")
     return runs.select(
@@ -178,15 +210,16 @@ def dag_runs(events: DataFrame) -> DataFrame:
         .when(unfinished == 0, "failed")
         .otherwise("running")
         .alias("outcome"),
-        F.col("_last_event_at").alias("finished_at"),
-        F.date_format("_last_event_at", "yyyy-MM-dd").alias("dt"),
+        "finished_at",
+        F.date_format("finished_at", "yyyy-MM-dd").alias("dt"),
     ).select(*DAG_RUNS.column_names, "dt")
 
 
 def schedule_runs(events: DataFrame) -> DataFrame:
-    """The `schedule_runs` table: per schedule per day, the runs (jobs) that ended and how."""
+    """The `schedule_runs` table: per schedule per day, the runs (jobs) that finished that day,
+    each once by its latest succeeded, dead or cancelled event of the day, and how."""
     return (
-        final_outcomes(events.where(F.col("schedule_id").isNotNull()))
+        final_outcomes(events.where(F.col("schedule_id").isNotNull()), per=("dt",))
         .groupBy("dt", "schedule_id", "queue")
         .agg(
             F.count(F.lit(1)).alias("runs"),

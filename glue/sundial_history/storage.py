@@ -3,6 +3,7 @@ the same code reads local paths and, on Glue, s3:// URIs) and writing the report
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,20 @@ def partition_sizes(spark: SparkSession, root: str) -> dict[str, int]:
                 filesystem.getContentSummary(status.getPath()).getLength()
             )
     return dict(sorted(sizes.items()))
+
+
+def delete_partitions(spark: SparkSession, root: str, dates: Iterable[str]) -> list[str]:
+    """Delete the `dt=` folders of `dates` under `root` that exist; returns those deleted."""
+    jvm: Any = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    deleted = []
+    for date in sorted(set(dates)):
+        path = jvm.org.apache.hadoop.fs.Path(join(root, f"dt={date}"))
+        filesystem = path.getFileSystem(conf)
+        if filesystem.exists(path):
+            filesystem.delete(path, True)
+            deleted.append(date)
+    return deleted
 
 
 def join(root: str, *parts: str) -> str:

@@ -5,8 +5,12 @@ compaction benchmark.
 The jobs behave like Sundial's: a mix of queues (each with its own failure rate, error types
 and run times), priorities, delays from immediate to days ahead (direct sends, sweeper
 claims), lateness with rare spikes, retries with exponential backoff and full jitter up to each
-queue's attempt budget, dead jobs, cancellations, DAG members and scheduled runs. A small share
-of events is written twice, as a redelivered stream batch would be.
+queue's attempt budget, dead jobs (some retried by hand hours later), cancellations, scheduled
+runs (a few occurrences written already cancelled, as a schedule's revision writes them) and
+DAGs (chains whose children are inserted `blocked` and released, with their release time,
+when the job before them ends). So every status a job is inserted with occurs: `pending`,
+`blocked` and `cancelled`. A small share of events is written twice, as a redelivered stream
+batch would be.
 
 Everything is drawn from `random.Random` seeded per creation day, so the same arguments give
 the same history however many worker processes write it.
@@ -72,12 +76,15 @@ QUEUES: tuple[QueueProfile, ...] = (
 )
 PRIORITIES = (("critical", 0.05), ("high", 0.15), ("normal", 0.65), ("low", 0.15))
 CANCEL_RATE = 0.03
-DAG_RATE = 0.05
-DAG_SIZE = 4  # jobs per DAG on average
+DAG_RATE = 0.02  # of draws: a DAG (a chain of jobs) instead of one job
+DAG_CHILDREN = (1, 4)  # a DAG's root has this many descendants, one after the other
+DAG_CONTINUE_RATE = 0.5  # DAGs whose children still run after a job of theirs died
 SCHEDULE_RATE = 0.15
 SCHEDULES_PER_QUEUE = 12
+REPLACED_OCCURRENCE_RATE = 0.02  # schedule occurrences written already cancelled (a revision)
+HAND_RETRY_RATE = 0.3  # dead jobs retried by hand, hours later
 DUPLICATE_RATE = 0.005
-EVENTS_PER_JOB = 3.05  # what the mix above averages, to size a day's jobs for a target count
+EVENTS_PER_JOB = 3.2  # what the mix above averages, to size a day's jobs for a target count
 
 
 def _cumulative(weights: Sequence[float]) -> list[float]:
@@ -91,6 +98,89 @@ _ERROR_CUMULATIVE = {q.name: _cumulative([w for _, w in q.errors]) for q in QUEU
 
 def _pick(rng: random.Random, cumulative: list[float]) -> int:
     return bisect.bisect_right(cumulative, rng.random() * cumulative[-1])
+
+
+@dataclass
+class _Job:
+    """One job's events as the history Lambda records them (sundial.history.capture)."""
+
+    day: _Day
+    queue: QueueProfile
+    priority: str
+    due: int
+    schedule_id: str | None = None
+    dag_id: str | None = None
+    job_id: str = ""
+    released: int | None = None  # a DAG child's release
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def emit(
+        self,
+        status: str,
+        at: int,
+        attempt: int,
+        attempt_due: int,
+        *,
+        started: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.events.append(
+            {
+                "v": 1,
+                "event_id": self.day.event_id(),
+                "job_id": self.job_id,
+                "queue": self.queue.name,
+                "priority": self.priority,
+                "schedule_id": self.schedule_id,
+                "dag_id": self.dag_id,
+                "from_status": self.events[-1]["to_status"] if self.events else None,
+                "to_status": status,
+                "attempt": attempt,
+                "due_at_ms": attempt_due,
+                "event_at_ms": at,
+                "started_at_ms": started,
+                "duration_ms": at - started if started is not None else None,
+                "error_type": error,
+                "correlation_id": None,
+                "released_at_ms": self.released,
+            }
+        )
+
+    def run(self, ready: int, *, first_attempt: int = 1, poisoned: bool = False) -> tuple[str, int]:
+        """Attempts from `first_attempt`, the first due at `ready`, until one succeeds or the
+        queue's attempt budget is spent: (succeeded | dead, when it ended)."""
+        rng, queue = self.day.rng, self.queue
+        attempt_due = ready
+        last = max(queue.max_attempts, first_attempt)
+        for attempt in range(first_attempt, last + 1):
+            lateness = rng.lognormvariate(math.log(250), 0.6)
+            if rng.random() < 0.01:
+                lateness += rng.uniform(1_000, 30_000)  # a cold start, a throttle
+            started = attempt_due + int(lateness)
+            ended = started + int(rng.lognormvariate(math.log(queue.duration_median_ms), 0.5))
+            if not poisoned and rng.random() >= queue.failure_rate:
+                self.emit("succeeded", ended, attempt, attempt_due, started=started)
+                return "succeeded", ended
+            error = queue.errors[_pick(rng, _ERROR_CUMULATIVE[queue.name])][0]
+            if attempt == last:
+                self.emit("dead", ended, attempt, attempt_due, started=started, error=error)
+                return "dead", ended
+            self.emit("failed", ended, attempt, attempt_due, started=started, error=error)
+            attempt_due = ended + int(rng.uniform(0, min(3_600_000, 10_000 * 2 ** (attempt - 1))))
+        raise AssertionError("unreachable: the last attempt succeeds or dies")
+
+    def finish(self, ready: int, *, poisoned: bool) -> tuple[str, int]:
+        """Run it; a dead job may be retried by hand hours later (pending again, due at the
+        retry request, its attempts counted on), which can succeed."""
+        outcome, ended = self.run(ready, poisoned=poisoned)
+        rng = self.day.rng
+        if outcome == "dead" and rng.random() < HAND_RETRY_RATE:
+            attempts = self.events[-1]["attempt"]
+            retried = ended + int(rng.uniform(3_600_000, 30 * 3_600_000))
+            self.emit("pending", retried, attempts, retried)
+            self.emit("queued", retried + rng.randint(5, 80), attempts, retried)
+            outcome, ended = self.run(retried, first_attempt=attempts + 1)
+        return outcome, ended
 
 
 @dataclass
@@ -110,21 +200,32 @@ class _Day:
             datetime(self.day.year, self.day.month, self.day.day, tzinfo=UTC).timestamp() * 1000
         )
 
-    def _event_id(self) -> str:
+    def event_id(self) -> str:
         self.event_seq += 1
         return f"{self.day.strftime('%Y%m%d')}{self.seed % 65536:04x}{self.event_seq:020x}"
 
     def events(self) -> Iterator[dict[str, Any]]:
-        for index in range(self.jobs):
-            for event in self._job(index):
+        for _ in range(self.jobs):
+            for event in self._draw():
                 yield event
                 if self.rng.random() < DUPLICATE_RATE:
                     yield event  # a redelivered stream record: same event id
 
-    def _job(self, index: int) -> list[dict[str, Any]]:
+    def _job(self, created: int, due: int, **labels: Any) -> _Job:
         rng = self.rng
-        queue = QUEUES[_pick(rng, _QUEUE_CUMULATIVE)]
-        priority = PRIORITIES[_pick(rng, _PRIORITY_CUMULATIVE)][0]
+        job = _Job(
+            self,
+            QUEUES[_pick(rng, _QUEUE_CUMULATIVE)],
+            PRIORITIES[_pick(rng, _PRIORITY_CUMULATIVE)][0],
+            due,
+            **labels,
+        )
+        job.job_id = _job_token(rng)
+        return job
+
+    def _timing(self) -> tuple[int, int]:
+        """(created, due): delays from immediate (sent by the submit Lambda) to days ahead."""
+        rng = self.rng
         created = self.start_ms + int(rng.random() * DAY_MS)
         roll = rng.random()
         if roll < 0.45:
@@ -135,81 +236,67 @@ class _Day:
             delay = rng.uniform(DIRECT_WINDOW_MS, 6 * 3_600_000)
         else:
             delay = rng.uniform(6 * 3_600_000, 3 * DAY_MS)
-        due = created + int(delay)
-        direct = due - created <= DIRECT_WINDOW_MS
-        dag_id = (
-            f"dag-{self.day:%Y%m%d}-{rng.randrange(max(1, int(self.jobs * DAG_RATE / DAG_SIZE)))}"
-            if rng.random() < DAG_RATE
-            else None
-        )
-        schedule_id = (
-            f"sched-{queue.name}-{rng.randrange(SCHEDULES_PER_QUEUE)}"
-            if rng.random() < SCHEDULE_RATE
-            else None
-        )
-        poisoned = rng.random() < queue.poison_rate
-        job_id = _job_token(rng)
-        events: list[dict[str, Any]] = []
+        return created, created + int(delay)
 
-        def emit(
-            status: str,
-            at: int,
-            attempt: int,
-            attempt_due: int,
-            *,
-            started: int | None = None,
-            error: str | None = None,
-        ) -> None:
-            events.append(
-                {
-                    "v": 1,
-                    "event_id": self._event_id(),
-                    "job_id": job_id,
-                    "queue": queue.name,
-                    "priority": priority,
-                    "schedule_id": schedule_id,
-                    "dag_id": dag_id,
-                    "from_status": events[-1]["to_status"] if events else None,
-                    "to_status": status,
-                    "attempt": attempt,
-                    "due_at_ms": attempt_due,
-                    "event_at_ms": at,
-                    "started_at_ms": started,
-                    "duration_ms": at - started if started is not None else None,
-                    "error_type": error,
-                }
-            )
+    def _queued_at(self, created: int, due: int) -> int:
+        if due - created <= DIRECT_WINDOW_MS:
+            return created + self.rng.randint(5, 80)
+        return max(created, due - SWEEP_LOOKAHEAD_MS + int(self.rng.uniform(0, 60_000)))
 
-        emit("pending", created, 0, due)
-        queued_at = (
-            created + rng.randint(5, 80)
-            if direct
-            else max(created, due - SWEEP_LOOKAHEAD_MS + int(rng.uniform(0, 60_000)))
-        )
+    def _draw(self) -> list[dict[str, Any]]:
+        if self.rng.random() < DAG_RATE:
+            return self._dag()
+        return self._single().events
+
+    def _single(self) -> _Job:
+        rng = self.rng
+        created, due = self._timing()
+        job = self._job(created, due)
+        if rng.random() < SCHEDULE_RATE:
+            job.schedule_id = f"sched-{job.queue.name}-{rng.randrange(SCHEDULES_PER_QUEUE)}"
+            if rng.random() < REPLACED_OCCURRENCE_RATE:
+                job.emit("cancelled", created, 0, due)  # written cancelled: it never runs
+                return job
+        poisoned = rng.random() < job.queue.poison_rate
+        job.emit("pending", created, 0, due)
+        queued_at = self._queued_at(created, due)
         if rng.random() < CANCEL_RATE:
             cancel_at = created + int(rng.random() * max(1, due - created))
             if cancel_at >= queued_at:
-                emit("queued", queued_at, 0, due)
-            emit("cancelled", cancel_at, 0, due)
-            return events
-        emit("queued", queued_at, 0, due)
-        attempt_due = due
-        for attempt in range(1, queue.max_attempts + 1):
-            lateness = rng.lognormvariate(math.log(250), 0.6)
-            if rng.random() < 0.01:
-                lateness += rng.uniform(1_000, 30_000)  # a cold start, a throttle
-            started = attempt_due + int(lateness)
-            ended = started + int(rng.lognormvariate(math.log(queue.duration_median_ms), 0.5))
-            if not poisoned and rng.random() >= queue.failure_rate:
-                emit("succeeded", ended, attempt, attempt_due, started=started)
-                break
-            error = queue.errors[_pick(rng, _ERROR_CUMULATIVE[queue.name])][0]
-            if attempt == queue.max_attempts:
-                emit("dead", ended, attempt, attempt_due, started=started, error=error)
-                break
-            emit("failed", ended, attempt, attempt_due, started=started, error=error)
-            attempt_due = ended + int(rng.uniform(0, min(3_600_000, 10_000 * 2 ** (attempt - 1))))
-        return events
+                job.emit("queued", queued_at, 0, due)
+            job.emit("cancelled", cancel_at, 0, due)
+            return job
+        job.emit("queued", queued_at, 0, due)
+        job.finish(due, poisoned=poisoned)
+        return job
+
+    def _dag(self) -> list[dict[str, Any]]:
+        """A chain: the root runs at the DAG's due time; each child, inserted `blocked` with
+        the root and due at the same time, is released when the job before it ends (if that
+        one died: released anyway when the DAG continues on failure, else cancelled)."""
+        rng = self.rng
+        created, due = self._timing()
+        dag_id = f"dag-{self.day:%Y%m%d}-{self.event_seq:x}"
+        jobs = [self._job(created, due, dag_id=dag_id)]
+        jobs += [self._job(created, due, dag_id=dag_id) for _ in range(rng.randint(*DAG_CHILDREN))]
+        continues = rng.random() < DAG_CONTINUE_RATE
+        root, children = jobs[0], jobs[1:]
+        root.emit("pending", created, 0, due)
+        for child in children:
+            child.emit("blocked", created, 0, due)
+        root.emit("queued", self._queued_at(created, due), 0, due)
+        outcome, ended = root.finish(due, poisoned=rng.random() < root.queue.poison_rate)
+        for child in children:
+            at = ended + rng.randint(5, 200)
+            if outcome != "succeeded" and not continues:
+                child.emit("cancelled", at, 0, due)
+                continue
+            child.released = at
+            child.emit("queued", at, 0, due)
+            outcome, ended = child.finish(
+                max(due, at), poisoned=rng.random() < child.queue.poison_rate
+            )
+        return [event for job in jobs for event in job.events]
 
 
 def _job_token(rng: random.Random) -> str:

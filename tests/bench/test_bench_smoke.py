@@ -33,7 +33,8 @@ HEADINGS = (
     "## 6. Compaction throughput",
     "## 7. Consumer SDK import",
     "## 8. Fair dispatch",
-    "## 9. Method, assumptions and limits",
+    "## 9. The local runtime, as a newcomer meets it",
+    "## 10. Method, assumptions and limits",
 )
 
 

@@ -30,6 +30,7 @@ def raw_event(
     dag_id: str | None = None,
     schedule_id: str | None = None,
     correlation_id: str | None = "req-1",
+    released_ms: int | None = None,
 ) -> dict[str, Any]:
     return {
         "v": 1,
@@ -48,6 +49,7 @@ def raw_event(
         "duration_ms": at_ms - started_ms if started_ms is not None else None,
         "error_type": error_type,
         "correlation_id": correlation_id,
+        "released_at_ms": released_ms,
     }
 
 
@@ -64,10 +66,12 @@ def timestamp(epoch_ms: int) -> datetime:
 
 def job_history_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     schema = table_struct(JOB_HISTORY)
-    # Rows that leave out the correlation id are of jobs no API request submitted.
+    # Rows that leave out the correlation id are of jobs no API request submitted; those that
+    # leave out the release are of jobs no DAG released.
+    optional = {"correlation_id", "released_at"}
     return spark.createDataFrame(
         [
-            tuple(r.get(f.name) if f.name == "correlation_id" else r[f.name] for f in schema.fields)
+            tuple(r.get(f.name) if f.name in optional else r[f.name] for f in schema.fields)
             for r in rows
         ],
         schema,

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from sundial_history import compaction
-from sundial_history.jobs import NoHistoryError, resolve_dates, run_compaction
+from sundial_history.jobs import resolve_dates, run_compaction
 from sundial_history.synthetic import write_raw_history
 from tests.glue.events import (
     DAY,
@@ -121,9 +121,10 @@ def test_compact_drops_duplicates_in_one_shuffle(spark: SparkSession) -> None:
     # Then the plan has one exchange (the deduplication needs none of its own)
     plan = compacted._jdf.queryExecution().executedPlan().toString()
     assert plan.count("Exchange") == 1
-    # And every event is there once, in one partition per planned file
+    # And every event is there once, in one partition per planned file (and one, empty here,
+    # shared by days the plan leaves out)
     assertDataFrameEqual(compacted, compaction.curate(raw_frame(spark, events)))
-    assert compacted.rdd.getNumPartitions() == 4
+    assert compacted.rdd.getNumPartitions() == 5
 
 
 def _parquet_files(root: Path) -> dict[str, list[str]]:
@@ -177,11 +178,44 @@ def test_the_job_is_idempotent_and_a_rerun_replaces_only_its_day(
     }
 
 
-def test_nothing_to_compact_is_an_error(spark: SparkSession, tmp_path: Path) -> None:
-    with pytest.raises(NoHistoryError, match="no raw history"):
-        run_compaction(
-            spark, raw_path=str(tmp_path / "raw"), curated_path=str(tmp_path / "out"), dates="all"
-        )
+def test_nothing_to_compact_is_a_success_that_says_so(spark: SparkSession, tmp_path: Path) -> None:
+    # Given no raw history at all, and then one day of it
+    raw, curated = tmp_path / "raw", tmp_path / "curated"
+
+    # When the daily run compacts the two days before today
+    result = run_compaction(
+        spark, raw_path=str(raw), curated_path=str(curated), today=date(2026, 11, 23)
+    )
+
+    # Then it succeeds, compacts nothing and says which days had no history
+    assert (result.asked, result.dates, result.files_planned) == (
+        ["2026-11-21", "2026-11-22"],
+        [],
+        0,
+    )
+    assert result.summary == "nothing to compact: no raw history for 2026-11-21, 2026-11-22"
+    assert not curated.exists()
+
+
+def test_each_planned_file_is_one_file_of_its_day(spark: SparkSession, tmp_path: Path) -> None:
+    # Given three days of events planned for 3, 3 and 2 files: eight (day, file) pairs, which
+    # hashed into eight tasks would collide
+    days = {"2026-11-21": 3, "2026-11-22": 3, "2026-11-23": 2}
+    events = [
+        raw_event(f"e{day}-{n}", job_id=f"j{n}", at_ms=MIDNIGHT_MS + day * 86_400_000 + n * 1_000)
+        for day in range(3)
+        for n in range(60)
+    ]
+    curated = compaction.curate(raw_frame(spark, events))
+
+    # When it is compacted and written
+    compaction.write_partitions(compaction.compact(curated, days), str(tmp_path))
+
+    # Then each day has exactly its planned number of files, and every event once
+    assert {day: len(names) for day, names in _parquet_files(tmp_path).items()} == {
+        f"dt={day}": files for day, files in days.items()
+    }
+    assert spark.read.parquet(str(tmp_path)).count() == 180
 
 
 def test_dates_resolve() -> None:

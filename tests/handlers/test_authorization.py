@@ -442,3 +442,150 @@ def test_a_get_by_a_caller_allowed_on_some_queues_reads_its_item_once(
         # answered from the item the check read
         assert status == 200 and as_reader == as_platform
         assert reads[kind] == platform_reads >= 1, kind
+
+
+def _chain_dag(*queues: str) -> dict[str, Any]:
+    """A DAG a -> b -> c whose nodes are on these queues (on_failure=cancel_descendants: a
+    node's cancel cancels everything below it)."""
+    names = ["a", "b", "c"]
+    nodes = {
+        name: {"queue": queue, **({"depends_on": [names[i - 1]]} if i else {})}
+        for i, (name, queue) in enumerate(zip(names, queues, strict=True))
+    }
+    return _created("/dags", {"name": "chain", "nodes": nodes, "delay_seconds": 1200})
+
+
+def _cancel_node(dag: dict[str, Any], node: str, caller: str = PLATFORM) -> tuple[int, Any]:
+    job_id = dag["nodes"][node]["id"]
+    return call_api(jobs_lambda, "DELETE", f"/jobs/{job_id}", route="/jobs/{job_id}", caller=caller)
+
+
+def _node_statuses(dag: dict[str, Any]) -> dict[str, str]:
+    status, now = call_api(dags_lambda, "GET", f"/dags/{dag['id']}", route="/dags/{dag_id}")
+    assert status == 200, now
+    return {name: node["status"] for name, node in now["nodes"].items()}
+
+
+def test_cancelling_a_dag_node_does_not_cascade_into_a_queue_the_caller_may_not_control(
+    access: None,
+) -> None:
+    # Given a DAG whose root is on `email` and whose descendants are on `email` and `default`
+    dag = _chain_dag("email", "email", "default")
+    before = _state()
+    # When email's operator (control on `email` only) cancels the root by id
+    status, error = _cancel_node(dag, "a", caller=role("email-operator"))
+    # Then it is refused, naming the queue its cancel would reach, and nothing changed
+    assert status == 403, error
+    assert "'control' on queue 'default'" in error["message"]
+    assert _state() == before
+    # And a caller with control on both queues cancels the root and its descendants
+    assert _cancel_node(dag, "a")[0] == 200
+    assert _node_statuses(dag) == {"a": "cancelled", "b": "cancelled", "c": "cancelled"}
+
+
+def test_cancelling_a_dag_node_that_cascades_only_into_its_own_queues_is_allowed(
+    access: None,
+) -> None:
+    # Given a DAG on `default` then `email`, whose `email` node `b` has only `c` below it
+    dag = _chain_dag("default", "email", "email")
+    # When email's operator cancels `b`
+    status, body = _cancel_node(dag, "b", caller=role("email-operator"))
+    # Then it is cancelled, with `c`; the root on `default` is untouched
+    assert status == 200, body
+    assert _node_statuses(dag) == {"a": "pending", "b": "cancelled", "c": "cancelled"}
+
+
+def _schedule_call(
+    method: str, schedule_id: str, caller: str | None, route: str = "/schedules/{schedule_id}"
+) -> tuple[int, Any]:
+    return call_api(
+        schedules_lambda, method, f"/schedules/{schedule_id}", route=route, caller=caller
+    )
+
+
+def test_schedule_keys_are_per_queue_and_never_reveal_another_queues_schedule(
+    access: None,
+) -> None:
+    email_team, default_team = role("email-submitter"), role("anyone", OTHER_ACCOUNT)
+    nightly = {"rate": "1 day", "idempotency_key": "nightly-report"}
+    # Given `default`'s team has a schedule with the key "nightly-report"
+    status, theirs = call_api(
+        schedules_lambda,
+        "POST",
+        "/schedules",
+        body={**nightly, "queue": "default"},
+        caller=default_team,
+    )
+    assert status == 201, theirs
+    before = _state()
+    # When `email`'s team creates its own schedule with the same key
+    status, ours = call_api(
+        schedules_lambda,
+        "POST",
+        "/schedules",
+        body={**nightly, "queue": "email"},
+        caller=email_team,
+    )
+    # Then it is a new schedule on `email` (201), not a 409 that says the key is taken
+    assert status == 201, ours
+    assert ours["queue"] == "email" and ours["id"] != theirs["id"]
+    assert _state() != before
+    # And each team's repeat finds its own schedule
+    for body, caller, mine in (
+        ({**nightly, "queue": "email"}, email_team, ours),
+        ({**nightly, "queue": "default"}, default_team, theirs),
+    ):
+        status, again = call_api(schedules_lambda, "POST", "/schedules", body=body, caller=caller)
+        assert (status, again["id"]) == (200, mine["id"])
+    # And `email`'s team, which has no permission on `default`, is answered about `default`'s
+    # schedule exactly as about one that does not exist: 404, never a 403 naming `default`
+    unknown = "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"
+    for method, route in (
+        ("GET", "/schedules/{schedule_id}"),
+        ("DELETE", "/schedules/{schedule_id}"),
+        ("GET", "/schedules/{schedule_id}/runs"),
+    ):
+        suffix = "/runs" if route.endswith("/runs") else ""
+        status, error = call_api(
+            schedules_lambda,
+            method,
+            f"/schedules/{theirs['id']}{suffix}",
+            route=route,
+            caller=email_team,
+        )
+        _, absent = call_api(
+            schedules_lambda,
+            method,
+            f"/schedules/{unknown}{suffix}",
+            route=route,
+            caller=email_team,
+        )
+        assert status == 404, error
+        assert error["message"] == absent["message"].replace(unknown, theirs["id"])
+    # And a caller with some permission on `email` but not this one still gets the 403
+    status, error = _schedule_call("DELETE", ours["id"], role("email-reader"))
+    assert status == 403 and "'control' on queue 'email'" in error["message"]
+    # And `default`'s schedule is untouched
+    status, still = _schedule_call("GET", theirs["id"], PLATFORM)
+    assert (status, still["state"]) == (200, "active")
+
+
+def test_a_schedule_key_taken_first_on_one_queue_is_free_on_another(access: None) -> None:
+    # Given `email`'s team took "billing" first (squatting a key `default`'s team will use)
+    email_team, default_team = role("email-submitter"), role("anyone", OTHER_ACCOUNT)
+    body = {"rate": "1 hour", "idempotency_key": "billing"}
+    status, squat = call_api(
+        schedules_lambda, "POST", "/schedules", body={**body, "queue": "email"}, caller=email_team
+    )
+    assert status == 201, squat
+    # When `default`'s team creates its schedule with that key
+    status, created = call_api(
+        schedules_lambda,
+        "POST",
+        "/schedules",
+        body={**body, "queue": "default"},
+        caller=default_team,
+    )
+    # Then it is created on `default`
+    assert status == 201, created
+    assert created["queue"] == "default" and created["id"] != squat["id"]

@@ -4,6 +4,7 @@ table, and the jobs Lambda browses, replays and purges them over real HTTP API e
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import boto3
@@ -15,7 +16,7 @@ from sundial.model.job import Status
 from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.timing import SUBMIT_IN_FLIGHT_MS
 from sundial.transport.envelope import Envelope, envelope_body
-from sundial.wiring import Dependencies
+from sundial.wiring import Dependencies, configure
 from tests.harness import Harness, delayed_job
 from tests.support import FakeLambdaContext, http_api_event, load_handler, sqs_event
 
@@ -289,6 +290,33 @@ def test_replay_stops_at_its_limit_and_says_there_is_more(
     assert first["replayed"] == ids[:2] and first["more"] is True
     _, rest = _call("POST", "/queues/default/dead/replay", {"limit": 2})
     assert rest["replayed"] == ids[2:] and rest["more"] is False
+
+
+def test_a_replay_goes_at_its_queues_submission_limit(
+    deps: Dependencies, clock: ManualClock, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given five dead jobs on `default`, which admits 2 submissions a second
+    ids = _kill_jobs(deps, clock, harness, ["bad"] * 5)
+    monkeypatch.setenv("SUNDIAL_QUOTAS", json.dumps({"default": {"max_submissions_per_second": 2}}))
+    configure(clock=clock, environ=dict(os.environ))
+    # When the operator replays them: each re-queued job is one submission on the queue
+    status, first = _call("POST", "/queues/default/dead/replay", {})
+    # Then a request re-queues what the second admits and says there is more
+    assert status == 200 and len(first["replayed"]) == 2 and first["more"] is True
+    # And a request in the same second re-queues nothing: a 429 naming the queue and the
+    # limit, with nothing written (no letter removed)
+    letters = _call("GET", "/queues/default/dead")[1]["items"]
+    status, refused = _call("POST", "/queues/default/dead/replay", {})
+    assert status == 429 and "queue 'default' accepts at most 2" in refused["message"]
+    assert _call("GET", "/queues/default/dead")[1]["items"] == letters
+    # And a second later, and another, the rest are re-queued
+    replayed = first["replayed"]
+    for expected_more in (True, False):
+        clock.advance(seconds=1)
+        status, page = _call("POST", "/queues/default/dead/replay", {})
+        assert status == 200 and page["more"] is expected_more, page
+        replayed += page["replayed"]
+    assert sorted(replayed) == sorted(ids)
 
 
 def test_purge_removes_only_letters_older_than_the_cutoff(

@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 import pytest
 
-from sundial.clock import ManualClock
+from sundial.clock import ManualClock, to_rfc3339
 from sundial.wiring import Dependencies
 from tests.support import call_api, load_handler
 
@@ -310,3 +310,69 @@ def test_listing_schedules_needs_a_known_queue_and_a_valid_cursor(deps: Dependen
     status, error = _schedules("GET", "/schedules?queue=default&cursor=bogus")
     assert status == 400 and "cursor" in str(error), error
     assert _schedules("GET", "/schedules?queue=default&limit=0")[0] == 400
+
+
+def _swept_fifteen_second_schedule(deps: Dependencies, clock: ManualClock) -> str:
+    """A 15-second schedule a minute old, swept: its occurrences due within the next 15
+    minutes are decided and sent ahead (with SQS delays), so most of its runs are upcoming."""
+    _, created = _schedules("POST", "/schedules", {"rate": "15 seconds", "queue": "default"})
+    clock.advance(seconds=60)
+    deps.sweeper.sweep(list(range(8)))
+    return str(created["id"])
+
+
+def test_last_run_is_never_a_future_time(deps: Dependencies, clock: ManualClock) -> None:
+    # Given a schedule whose next 15 minutes of occurrences were sent ahead
+    schedule_id = _swept_fifteen_second_schedule(deps, clock)
+    now = to_rfc3339(clock.now_ms())
+    # When it is read, Then its last run is the newest occurrence whose time has come (now:
+    # one falls on every 15th second), never one sent ahead for later
+    status, schedule = _schedules("GET", f"/schedules/{schedule_id}")
+    assert status == 200
+    assert schedule["last_run"]["scheduled_for"] == now
+    assert schedule["next_run_at"] == to_rfc3339(clock.now_ms() + 15_000)
+    # And a moment later the last run is still that one; at the next occurrence, that one
+    clock.advance(seconds=14)
+    assert _schedules("GET", f"/schedules/{schedule_id}")[1]["last_run"]["scheduled_for"] == now
+    clock.advance(seconds=1)
+    last = _schedules("GET", f"/schedules/{schedule_id}")[1]["last_run"]
+    assert last["scheduled_for"] == to_rfc3339(clock.now_ms())
+
+
+def test_runs_say_which_are_upcoming_and_list_past_or_upcoming_alone(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a schedule with five past runs (12:00:00 to 12:01:00) and many sent ahead
+    schedule_id = _swept_fifteen_second_schedule(deps, clock)
+    now = to_rfc3339(clock.now_ms())
+    # When all its runs are read, Then each says whether its time is still ahead
+    status, page = _schedules("GET", f"/schedules/{schedule_id}/runs?limit=100")
+    assert status == 200
+    past = [r for r in page["runs"] if not r["upcoming"]]
+    ahead = [r for r in page["runs"] if r["upcoming"]]
+    assert [r["scheduled_for"] for r in past] == [
+        f"2026-11-21T12:0{m}:{s:02d}.000Z" for m, s in [(1, 0), (0, 45), (0, 30), (0, 15), (0, 0)]
+    ]
+    assert ahead and all(r["scheduled_for"] > now for r in ahead)
+    assert all(r["outcome"] == "fired" for r in ahead)  # decided (sent ahead), not yet run
+    # And when=past lists only the past ones, when=upcoming only the others, newest first
+    _, only_past = _schedules("GET", f"/schedules/{schedule_id}/runs?when=past&limit=100")
+    assert only_past == {"runs": past, "next_before": None}
+    _, only_ahead = _schedules("GET", f"/schedules/{schedule_id}/runs?when=upcoming&limit=100")
+    assert only_ahead == {"runs": ahead, "next_before": None}
+    # And they page like the whole listing: the upcoming ones two at a time
+    _, first = _schedules("GET", f"/schedules/{schedule_id}/runs?when=upcoming&limit=2")
+    assert first["runs"] == ahead[:2] and first["next_before"] == ahead[1]["scheduled_for"]
+    before = first["next_before"]
+    _, second = _schedules(
+        "GET", f"/schedules/{schedule_id}/runs?when=upcoming&limit=2&before={before}"
+    )
+    assert second["runs"] == ahead[2:4]
+    # And past runs before a time still ahead are the past ones (the bound is now)
+    _, bounded = _schedules(
+        "GET", f"/schedules/{schedule_id}/runs?when=past&before={ahead[0]['scheduled_for']}"
+    )
+    assert bounded["runs"] == past
+    # And an unknown `when` is a 400 naming it
+    status, error = _schedules("GET", f"/schedules/{schedule_id}/runs?when=later")
+    assert status == 400 and error["errors"][0]["field"] == "when"

@@ -4,6 +4,7 @@ grant_* helpers, which set the IAM policy and the access list together (stacks/a
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import aws_cdk as cdk
@@ -15,26 +16,35 @@ from app import build_app
 from stacks.access import resource_path, routes_of
 from stacks.settings import SettingsError, SundialSettings
 from sundial.access import Permission
+from sundial.model.job import Status
+from sundial.model.submission import SubmitJob
+from sundial.wiring import Dependencies, configure
 from tests.infrastructure.synthesis import cdk_json_context
+from tests.support import call_api, load_handler
 
 pytestmark = pytest.mark.infra
 
+ACCOUNT = "123456789012"  # the stack's, as tests.support signs requests
+SENDER, OPERATOR = "email-sender", "default-operator"
 PARTNER_ACCOUNT = "210987654321"
 EMAIL_ACCESS = {"submit": [PARTNER_ACCOUNT], "admin": ["arn:aws:iam::123456789012:user/platform"]}
 API_FUNCTIONS = ("Submit", "Jobs", "Dags", "Workers", "Schedules", "Queues")
+jobs_lambda = load_handler("jobs")
 
 
 @pytest.fixture(scope="module")
 def granted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, dict[str, Any]]:
-    """The app with `email` access declared in cdk.json, and two roles granted in code."""
+    """The app with `email` access declared in cdk.json, `default` declaring an empty one
+    (only what is granted), and two roles granted in code."""
     context = cdk_json_context()
     queues = context["sundial"]["queues"]
     queues["email"] = {**queues["email"], "access": EMAIL_ACCESS}
+    queues["default"] = {**queues["default"], "access": {}}
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = build_app(app)
     principal = iam.AccountRootPrincipal()
-    sender = iam.Role(stack, "EmailSender", assumed_by=principal)
-    operator = iam.Role(stack, "DefaultOperator", assumed_by=principal)
+    sender = iam.Role(stack, "EmailSender", assumed_by=principal, role_name=SENDER)
+    operator = iam.Role(stack, "DefaultOperator", assumed_by=principal, role_name=OPERATOR)
     stack.sundial.grant_submit("email", sender)
     stack.sundial.grant_control("default", operator)
     with pytest.raises(ValueError, match="unknown queue 'nope'"):
@@ -45,6 +55,21 @@ def granted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Template, dict[st
         for name, role in [("sender", sender), ("operator", operator)]
     }
     return template, ids
+
+
+def role_arn(name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT}:role/{name}"
+
+
+def _resolved(value: Any, ids: dict[str, str]) -> str:
+    """SUNDIAL_ACCESS as deployed: its Fn::Join of text and the granted roles' ARNs."""
+    if isinstance(value, str):
+        return value
+    names = {ids["sender"]: SENDER, ids["operator"]: OPERATOR}
+    parts = value["Fn::Join"][1]
+    return "".join(
+        part if isinstance(part, str) else role_arn(names[part["Fn::GetAtt"][0]]) for part in parts
+    )
 
 
 def _logical_id(stack: cdk.Stack, construct: iam.Role) -> str:
@@ -99,8 +124,56 @@ def test_a_grant_adds_the_role_to_the_queue_list_beside_cdk_json(
     assert PARTNER_ACCOUNT in rendered and "user/platform" in rendered
     assert json.dumps({"Fn::GetAtt": [ids["sender"], "Arn"]}) in rendered
     assert json.dumps({"Fn::GetAtt": [ids["operator"], "Arn"]}) in rendered
-    # And `default`, open to the stack account before, keeps that beside its new operator
-    assert "stack-account" in rendered
+    # And `default`, declared empty, has its operator and nobody else
+    lists = json.loads(_resolved(_access_of(submit), ids))
+    assert lists["default"] == {"control": [role_arn(OPERATOR)]}
+    assert "stack-account" not in rendered
+
+
+def test_a_grant_on_a_queue_that_declares_no_access_fails_synth_saying_what_to_write(
+    tmp_path: Any,
+) -> None:
+    """Issue 25, item 12: a grant on a queue with no `access` left it open to the whole
+    account ("admin: stack-account"): any other role of the account read and cancelled its
+    jobs. Now the grant is refused, naming the two things to write instead."""
+    # Given cdk.json's `demo`, which declares no access lists
+    assert "access" not in cdk_json_context()["sundial"]["queues"]["demo"]
+    app = cdk.App(context=cdk_json_context(), outdir=str(tmp_path))
+    stack = build_app(app)
+    role = iam.Role(stack, "DemoReader", assumed_by=iam.AccountRootPrincipal())
+    # When a role is granted to read it
+    with pytest.raises(ValueError, match="queue 'demo' declares no access lists") as refused:
+        stack.sundial.grant_read("demo", role)
+    # Then the message says what to write, either way
+    assert '"access": {} to allow only what is granted' in str(refused.value)
+    assert '"access": {"admin": ["stack-account"]}' in str(refused.value)
+    # And nothing was granted: the role has no policy
+    assert _policy_resources(Template.from_stack(stack), _logical_id(stack, role)) == []
+
+
+def test_a_caller_of_the_stack_account_not_granted_gets_403_on_a_granted_queue(
+    granted: tuple[Template, dict[str, Any]], deps: Dependencies
+) -> None:
+    # Given the jobs function's access lists as synthesized (`default`: one operator granted
+    # control in code), and a job on `default`
+    template, ids = granted
+    jobs = next(f for i, f in _functions(template).items() if "FunctionsJobsFunction" in i)
+    configure(
+        clock=deps.clock,
+        environ={**os.environ, "SUNDIAL_ACCESS": _resolved(_access_of(jobs), ids)},
+    )
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job
+    path, route = f"/jobs/{job.id}", "/jobs/{job_id}"
+    # When another role of the same account reads or cancels it
+    other = role_arn("someone-else")
+    read = call_api(jobs_lambda, "GET", path, route=route, caller=other)
+    cancel = call_api(jobs_lambda, "DELETE", path, route=route, caller=other)
+    # Then it is refused (403 naming the queue), and the job is untouched
+    assert read[0] == cancel[0] == 403, (read, cancel)
+    assert "on queue 'default'" in cancel[1]["message"]
+    assert deps.jobs.get(job.id).status is Status.PENDING
+    # And the granted operator may cancel it
+    assert call_api(jobs_lambda, "DELETE", path, route=route, caller=role_arn(OPERATOR))[0] == 200
 
 
 def test_a_grant_gives_invoke_on_exactly_the_routes_of_its_permission(

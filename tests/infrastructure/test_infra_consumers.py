@@ -256,9 +256,13 @@ def test_queue_consumer_grants_exactly_the_job_lifecycle() -> None:
         if action.startswith("sqs:"):
             assert allowed[action] == [queue], action
     assert allowed["sqs:SendMessage"] == [queue]
-    # And get, update and put items of the table, and query its queue states, nothing more
+    # And get, update and put items of the table, and query its queue states, nothing more:
+    # its item actions on job partitions only (stacks/job_table.py, grant_runner_items)
     for action in ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"):
         assert allowed[action] == [table], action
+        [statement] = [s for s in _raw_statements(consumer) if s["Action"] == action]
+        leading = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        assert leading == ["shard#*"], action
     [query] = [s for s in _raw_statements(consumer) if "dynamodb:Query" in s["Action"]]
     assert (query["Action"], query["Resource"]) == ("dynamodb:Query", table)
     assert query["Condition"] == {

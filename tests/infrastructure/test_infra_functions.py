@@ -11,7 +11,7 @@ from stacks.functions import dispatch_json, retry_defaults_json
 from stacks.settings import SundialSettings
 from sundial.quotas import QueueQuota, quotas_json
 from sundial.settings import Settings
-from tests.infrastructure.synthesis import Synthesized, cdk_json_context
+from tests.infrastructure.synthesis import REPO_ROOT, Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
@@ -54,10 +54,11 @@ COMMON_ENVIRONMENT = {
     "SUNDIAL_RETENTION_DAYS",
 }
 FANOUT_ONLY_ENVIRONMENT = {"SUNDIAL_SWEEPER_FUNCTION", "SUNDIAL_SHARDS_PER_SWEEPER"}
-# The functions that create jobs from a client request read the queues' quotas.
-QUOTA_FUNCTIONS = {"submit", "dags", "schedules"}
-# The API functions read the queues' access lists (stacks/access.py).
+# The API functions read the queues' access lists (stacks/access.py) and their quotas (a
+# payload limit binds every route that takes a payload: test_every_function_serving_a_route_
+# that_takes_a_payload_gets_the_quotas).
 API_FUNCTIONS = {"submit", "jobs", "dags", "workers", "schedules", "queues"}
+QUOTA_FUNCTIONS = API_FUNCTIONS
 # Those that store, read or presign payloads stored in S3 (stacks/payload_bucket.py).
 PAYLOAD_FUNCTIONS = {"submit", "jobs", "workers", "example_consumer"}
 SWEEPER_ONLY_ENVIRONMENT = {"SUNDIAL_DISPATCH"}
@@ -209,6 +210,71 @@ def test_fanout_knows_the_sweeper_and_the_group_size(synthesized: Synthesized) -
     # Then it is told which function to start, and how many shards each sweeper takes
     assert variables["SUNDIAL_SWEEPER_FUNCTION"] == {"Ref": synthesized.function_id("sweeper")}
     assert variables["SUNDIAL_SHARDS_PER_SWEEPER"] == "8"
+
+
+def _routes_by_function(synthesized: Synthesized) -> dict[str, set[str]]:
+    """{function logical id: the route keys ("PATCH /jobs/{job_id}") the API sends it}, read
+    from the synthesized routes and their Lambda integrations."""
+    integrations = {
+        logical_id: resource["Properties"]["IntegrationUri"]["Fn::GetAtt"][0]
+        for logical_id, resource in synthesized.resources("AWS::ApiGatewayV2::Integration").items()
+    }
+    served: dict[str, set[str]] = {}
+    for route in synthesized.resources("AWS::ApiGatewayV2::Route").values():
+        target = route["Properties"]["Target"]["Fn::Join"][1][1]["Ref"]
+        served.setdefault(integrations[target], set()).add(route["Properties"]["RouteKey"])
+    return served
+
+
+def _takes_a_payload(schema: Any, components: dict[str, Any]) -> bool:
+    """Whether a request body schema has a `payload` anywhere (a batch's jobs, a DAG's nodes)."""
+    pending, seen = [schema], set()
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if ref is not None:
+                if ref not in seen:
+                    seen.add(ref)
+                    pending.append(components[ref.rsplit("/", 1)[-1]])
+                continue
+            if "payload" in node.get("properties", {}):
+                return True
+            pending += node.values()
+    return False
+
+
+def test_every_function_serving_a_route_that_takes_a_payload_gets_the_quotas(
+    synthesized: Synthesized,
+) -> None:
+    """Issue 25, item 9: PATCH /jobs/{id} (the jobs function) wrote a payload over its queue's
+    max_payload_bytes, because only the submit, dags and schedules functions had the quotas."""
+    # Given each route of the synthesized API, the function it invokes, and whether its
+    # request body (openapi.json, generated from the code) carries a payload
+    document = json.loads((REPO_ROOT / "openapi.json").read_text())
+    components = document["components"]["schemas"]
+    takes_payload = {
+        f"{method.upper()} {path}"
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if _takes_a_payload(operation.get("requestBody", {}), components)
+    }
+    served = _routes_by_function(synthesized)
+    assert {"PATCH /jobs/{job_id}", "POST /jobs"} <= takes_payload
+    assert takes_payload <= set().union(*served.values()), "a payload route is not deployed"
+    # Then every function that serves one knows the queues' quotas, as the stack declares them
+    expected = quotas_json(synthesized.stack.sundial.settings.queues)
+    functions = synthesized.resources("AWS::Lambda::Function")
+    missing = sorted(
+        f"{function_id} ({', '.join(sorted(routes & takes_payload))})"
+        for function_id, routes in served.items()
+        if routes & takes_payload
+        and functions[function_id]["Properties"]["Environment"]["Variables"].get("SUNDIAL_QUOTAS")
+        != expected
+    )
+    assert missing == []
 
 
 @pytest.mark.parametrize("name", sorted(QUOTA_FUNCTIONS))

@@ -90,8 +90,32 @@ def test_every_alarm_watches_its_metric_at_its_threshold(synthesized: Synthesize
         assert alarms[name]["Dimensions"] == [{"Name": "service", "Value": "sundial"}]
     watches("dispatch/failures", "ApproximateNumberOfMessagesVisible", "Maximum", 1)
     watches("api/server-errors", "5xx", "Sum", 5)
+    # And the history's stream reader: behind, records it failed, batches its on-failure
+    # destination could not take (test_a_stuck_history_stream_raises_an_alarm)
+    watches("history/iterator-age", "IteratorAge", "Maximum", 15 * 60 * 1000)
+    watches("history/failed-records", "HistoryRecordsFailed", "Sum", 1)
+    watches("history/destination-failures", "DestinationDeliveryFailures", "Sum", 1)
     # And nothing else: a new alarm is pinned here when it is added
-    assert len(alarms) == 3 + 4 * 2 + 4 * 3 + 6 + 1
+    assert len(alarms) == 3 + 4 * 2 + 4 * 3 + 6 + 1 + 3
+
+
+def test_a_stuck_history_stream_raises_an_alarm(synthesized: Synthesized) -> None:
+    """Issue 26: the local history stopped without a word. In AWS every way a history batch
+    can end in the on-failure destination raises an alarm first: an invocation that fails
+    (history/errors), a record the function cannot read (history/failed-records, which the
+    function writes), a shard that stops moving (history/iterator-age; records go to the
+    destination at 12 hours); and one the destination refuses raises its own."""
+    alarms = _alarms(synthesized)
+    function_id = synthesized.logical_id("HistoryCapture/Function/Function")
+    history = {"Name": "FunctionName", "Value": {"Ref": function_id}}
+    for name in ("history/errors", "history/iterator-age", "history/destination-failures"):
+        assert alarms[name]["Namespace"] == "AWS/Lambda", name
+        assert alarms[name]["Dimensions"] == [history], name
+    failed = alarms["history/failed-records"]
+    assert failed["Namespace"] == "Sundial"
+    assert failed["Dimensions"] == [{"Name": "service", "Value": "sundial"}]
+    # (the 12-hour limit is far past the age alarm: it fires first, with time to act)
+    assert alarms["history/iterator-age"]["Threshold"] < 12 * 3600 * 1000
 
 
 def test_every_alarm_notifies_the_topic_and_names_its_runbook_section(

@@ -35,10 +35,12 @@ from sundial.local.provision import assign_names, create_resources
 from sundial.local.template import LocalTemplate
 from sundial.model.schedule import ScheduleState
 from sundial.store.job_items import item_to_job
+from sundial.store.runner_writes import RUNNER_UPDATED, TIMER_ATTRIBUTES
 from sundial.store.schedules import ScheduleStore
 from sundial.wiring import configure, history_recorder
 from tests.conftest import START
 from tests.iam_calls import Call, SessionRecorder, Statement, handler_test_calls
+from tests.infrastructure import consumer_attacks
 from tests.infrastructure.synthesis import Synthesized
 from tests.support import (
     FakeLambdaContext,
@@ -50,6 +52,9 @@ from tests.support import (
 from tests.unit.history.test_replay import failed_batch
 
 pytestmark = pytest.mark.infra
+
+CONSUMER = "example_consumer"
+START_MS = int(START.timestamp() * 1000)
 
 # Route templates of the HTTP API.
 JOB, DAG, QUEUE, SCHEDULE = (
@@ -500,26 +505,41 @@ def _workers(world: World, chain: Mapping[str, Any]) -> None:
 
 
 def _example_consumer(world: World) -> None:
-    """example_consumer on demo: what is there (the chain's node b succeeds and releases c), a
-    job that fails with a retry a day out (beyond SQS's 15-minute delay: a timer item), one
-    that dies at once (to the DLQ), and one long enough for the SDK's heartbeat."""
+    """example_consumer on demo: what is there (the chain's node b succeeds and releases c
+    while demo is paused: c is deferred with a timer, services.deferral), a job that fails
+    with a retry a day out (beyond SQS's 15-minute delay: a timer item), one with a retry
+    within it (sent to demo), one that dies at once (to the DLQ), a DAG node that dies and
+    cancels its descendant, and one long enough for the SDK's heartbeat."""
     queues = world.urls("SUNDIAL_QUEUE_URLS")
     priority = world.urls("SUNDIAL_PRIORITY_QUEUE_URLS")
     day = {"initial_delay_seconds": 86_400, "max_delay_seconds": 86_400}
     for attempts in (2, 1):
         body = {"queue": "demo", "delay_seconds": 0, "payload": {"fail": True}, "retry": day}
         world.api("submit", "POST", "/jobs", "/jobs", body | {"max_attempts": attempts})
+    # A retry within SQS's delay window: sent back to demo
+    soon = {"queue": "demo", "delay_seconds": 0, "payload": {"fail": True}, "max_attempts": 2}
+    world.api("submit", "POST", "/jobs", "/jobs", soon)
     # A payload stored in S3: the consumer SDK reads its object (its own queue's prefix), and
     # its failure's retry a day out restarts the object's lifecycle (a copy onto itself)
     stored = {"queue": "demo", "delay_seconds": 0, "payload": {"fail": True}, "retry": day}
     stored |= {"payload_storage": "s3", "max_attempts": 2}
     world.api("submit", "POST", "/jobs", "/jobs", stored)
+    doomed = {
+        "name": "doomed",
+        "nodes": {
+            "x": {"queue": "demo", "payload": {"fail": True}, "max_attempts": 1},
+            "y": {"queue": "demo", "depends_on": ["x"]},
+        },
+    }
+    world.api("dags", "POST", "/dags", "/dags", doomed)
+    world.api("queues", "POST", "/queues/demo/pause", f"{QUEUE}/pause")
     demo_arn = world.template.get_att(_queue_id(world, queues["demo"]), "Arn")
     for _ in range(3):  # node b, then the c it released
         messages = world.take(queues["demo"]) + world.take(priority["demo"])
         if messages:
             world.invoke("example_consumer", sqs_event(messages, demo_arn))
         world.clock.advance(seconds=1)
+    world.api("queues", "POST", "/queues/demo/resume", f"{QUEUE}/resume")
     # A critical job goes to the priority queue, fed by the mapping on it
     body = {"queue": "demo", "delay_seconds": 0, "priority": "critical"}
     world.api("submit", "POST", "/jobs", "/jobs", body)
@@ -738,6 +758,93 @@ def test_every_granted_statement_is_reached_or_justified(
         )
     )
     assert unreached == []
+
+
+def test_the_consumer_role_is_these_statements(world: World, synthesized: Synthesized) -> None:
+    # Given the example consumer's role (a QueueConsumer's, as every team's consumer has it)
+    statements = _role_statements(world.template, synthesized.logical_id(FUNCTIONS[CONSUMER]))
+    table = next(iter(world.template.of_type("AWS::DynamoDB::Table")))
+    table_arn = world.template.get_att(table, "Arn")
+    on_table = {
+        s.actions: s.condition
+        for s in statements
+        if any(a.startswith("dynamodb:") for a in s.actions)
+    }
+    # Then on the table it may do exactly this: get a job item; update the attempt's and the
+    # DAG's bookkeeping attributes of one; put a retry timer (it must carry retry_of); each on
+    # the shard partitions only, naming its keys; and query the queue states
+    shards = {"dynamodb:LeadingKeys": ["shard#*"]}
+    present = {"dynamodb:LeadingKeys": "false", "dynamodb:Attributes": "false"}
+    returns = {"dynamodb:ReturnValues": ["NONE", "UPDATED_OLD", "UPDATED_NEW"]}
+    assert on_table == {
+        ("dynamodb:GetItem",): {
+            "ForAllValues:StringLike": shards,
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        },
+        ("dynamodb:UpdateItem",): {
+            "ForAllValues:StringLike": shards,
+            "ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(RUNNER_UPDATED)},
+            "StringEqualsIfExists": returns,
+            "Null": present,
+        },
+        ("dynamodb:PutItem",): {
+            "ForAllValues:StringLike": shards,
+            "ForAllValues:StringEquals": {"dynamodb:Attributes": sorted(TIMER_ATTRIBUTES)},
+            "ForAnyValue:StringEquals": {"dynamodb:Attributes": ["retry_of"]},
+            "StringEqualsIfExists": returns,
+            "Null": present,
+        },
+        ("dynamodb:Query",): {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["queues"]}},
+    }
+    assert {r for s in statements if s.actions in on_table for r in s.resources} == {table_arn}
+    # And none of the job's queue, payload or definition is among the attributes it may update
+    fixed = {"queue", "payload", "payload_ref", "priority", "dag", "retry_of", "schedule_id"}
+    assert not fixed & RUNNER_UPDATED
+
+
+def test_the_consumer_sdk_stays_within_its_role_through_a_dags_pause_and_cascade(
+    world: World, synthesized: Synthesized
+) -> None:
+    # Given what the example consumer did: DAG nodes run, one released onto its paused queue
+    # (deferred: a timer put), one that died and cancelled its descendant
+    calls = world.calls(CONSUMER)
+    statements = _role_statements(world.template, synthesized.logical_id(FUNCTIONS[CONSUMER]))
+    table_calls = [c for c in calls if c.action.startswith("dynamodb:")]
+    puts = [c for c in table_calls if c.action == "dynamodb:PutItem"]
+    assert any(c.attributes and "dag" in c.attributes for c in puts), "no deferred DAG node"
+    assert any(
+        c.attributes and "cancelled_at" in c.attributes
+        for c in table_calls
+        if c.action == "dynamodb:UpdateItem"
+    ), "no cascade"
+    # Then each of its table calls is allowed, and none touches another kind of partition
+    assert [c for c in table_calls if not any(s.allows(c) for s in statements)] == []
+    keys = {key for c in table_calls for key in c.leading_keys}
+    assert {key.split("#")[0] for key in keys} == {"shard", "queues"}
+
+
+def test_a_consumer_role_cannot_pause_count_plant_or_schedule_on_another_queue(
+    world: World, synthesized: Synthesized
+) -> None:
+    statements = _role_statements(world.template, synthesized.logical_id(FUNCTIONS[CONSUMER]))
+    table = world.environment[CONSUMER]["SUNDIAL_TABLE_NAME"]
+
+    def allowed(attack: consumer_attacks.Attack) -> bool:
+        """Whether the role allows every request the attack makes (then it succeeds)."""
+        recorder = SessionRecorder("attacker", boto3.Session())
+        consumer_attacks.attempt(attack, recorder.session.client("dynamodb"), table, START_MS)
+        assert recorder.calls, "the attack made no request"
+        return all(any(s.allows(call) for s in statements) for call in recorder.calls)
+
+    # When a consumer's code tries, with its own role, to write or read what is not a job item,
+    # or a job item's queue, payload or whole image
+    # Then IAM refuses each
+    assert {name for name, attack in consumer_attacks.ATTACKS.items() if allowed(attack)} == set()
+    # And what it still may do to a job item whose key it knows is exactly this (the partition
+    # key names no queue; docs, the access section)
+    assert {name for name, attack in consumer_attacks.RESIDUAL.items() if allowed(attack)} == set(
+        consumer_attacks.RESIDUAL
+    )
 
 
 def test_the_handler_tests_calls_are_allowed(world: World, synthesized: Synthesized) -> None:

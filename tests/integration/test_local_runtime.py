@@ -331,8 +331,13 @@ def test_the_banner_off_a_terminal_is_plain_and_copy_paste_safe(running: Running
     assert not set("╭╮╰╯│─") & set(text), text
     submit = next(line for line in running.banner if "curl -s -X POST" in line)
     assert "-d '{" in submit and submit.rstrip().endswith("}'")  # one whole command
-    assert "make demo" in text and "make report" in text and "X-Sundial-Caller" in text
+    # Every command names this runtime's ports (tests/integration/test_first_ten_minutes.py
+    # runs them as printed)
+    settings = f"SUNDIAL_API_PORT={running.env['api_port']}"
+    assert f"{settings} SUNDIAL_EMULATOR_PORT={running.env['emulator_port']}" in text
+    assert "make demo" in text and "make report" in text
     assert f"Admin UI  {running.api}/ui/" in text
+    assert len(running.banner) <= 12  # it fits above the live table on a 24-line terminal
 
 
 def test_the_local_runtime_serves_the_admin_ui_and_its_api_calls(running: Running) -> None:

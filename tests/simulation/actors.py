@@ -4,6 +4,7 @@ dead-letter handlers' work, one operation per actor."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -25,11 +26,13 @@ from sundial.model.schedule import (
     Misfire,
     RunOutcome,
     UpdateSchedule,
+    schedule_id_for,
 )
 from sundial.model.submission import ChangeJob, SubmitJob
 from sundial.services.dead_letters import DeadLetterFilter
 from sundial.services.schedules import RunView
 from sundial.store.idempotency import idempotency_pk
+from sundial.wiring import Dependencies
 from tests.simulation.config import (
     FLAKY_RETRY,
     LONG_RETRY,
@@ -214,9 +217,27 @@ class Actors(WorldBase):
             idempotency_key=f"s{self.rng.randrange(10**9)}",
             misfire=self.rng.choice(list(Misfire)),
         )
-        created = self._client_call(slot, lambda deps: deps.schedules.create(request))
-        self.ledger.schedules.add(created.schedule.id)
-        tenant.schedule_ids.append(created.schedule.id)
+
+        def create(deps: Dependencies) -> None:
+            """The request; a repeat (the drain's, after a 429 or no answer) records it too."""
+            created = deps.schedules.create(request)
+            if created.schedule.id not in self.ledger.schedules:
+                self.ledger.schedules.add(created.schedule.id)
+                tenant.schedule_ids.append(created.schedule.id)
+
+        try:
+            self._client_call(slot, create)
+        except SubmissionRateExceeded as refusal:
+            # Refused by `email`'s quota: no schedule of this key may exist (an attempt that
+            # wrote one before a crash makes the client's retry find it, uncounted). The
+            # drain repeats the request.
+            self.ledger.refusals["429"] += 1
+            self.trace(f"     refused 429: {refusal}")
+            assert request.idempotency_key is not None
+            schedule_id = schedule_id_for(request.queue, request.idempotency_key)
+            if self.observer.schedule_store.get(schedule_id) is not None:
+                self.ledger.refused_but_written.append(f"schedule {schedule_id}")
+            raise
 
     def op_pause_schedule(self, slot: str) -> None:
         if schedule_ids := self.tenant_of(slot).schedule_ids:
@@ -428,12 +449,16 @@ class Actors(WorldBase):
         later, self.later = self.later, []
         for call in later:
             self.trace("  a client repeats a request that got no answer, a 5xx or a 409 retry")
-            for _ in range(10):  # a 429: again after its Retry-After
-                try:
-                    call(deps)
-                except SubmissionRateExceeded as refusal:
-                    self.clock.advance(seconds=refusal.retry_after_s)
-                    continue
-                except SundialError:
-                    pass
-                break
+            with suppress(SundialError):
+                self.until_admitted(partial(call, deps))
+
+    def until_admitted(self, call: Callable[[], Any]) -> None:
+        """A drain's request, repeated after each 429's Retry-After (time moves on meanwhile)."""
+        for _ in range(10):
+            try:
+                call()
+            except SubmissionRateExceeded as refusal:
+                self.clock.advance(seconds=refusal.retry_after_s)
+                continue
+            return
+        raise AssertionError("a drain request was refused by a quota ten times")

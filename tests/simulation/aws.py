@@ -3,6 +3,7 @@ trace, fault and check its calls) and moto on the manual clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import random
@@ -20,7 +21,6 @@ from moto import mock_aws
 import sundial.dispatch.sweeper
 from sundial.clock import ManualClock
 from sundial.consumer import JobConsumer
-from sundial.runs.attempts import LifecycleDeps
 from sundial.wiring import configure
 from tests.simulation.scheduler import Crash, InlineExecutor
 
@@ -61,19 +61,12 @@ class Slot:
             rng=random.Random(world.rng.random()),
         )
         self.sqs = self.session.client("sqs")
+        # Wired as sundial.consumer wires a consumer Lambda (its role's limits: services.deferral)
         self.consumer = JobConsumer(
             world.effect,
             visibility_timeout_s=None,
-            deps=lambda: LifecycleDeps(
-                store=self.deps.store,
-                attempt_store=self.deps.attempt_store,
-                queues=self.deps.sender,
-                dead_letters=self.deps.dead_letter_sender,
-                settings=self.deps.settings,
-                clock=world.clock,
-                rng=random.Random(world.rng.random()),
-                dags=lambda: self.deps.dag_progress,
-                payloads=self.deps.payloads,
+            deps=lambda: dataclasses.replace(
+                self.deps.consumer_lifecycle, rng=random.Random(world.rng.random())
             ),
         )
 

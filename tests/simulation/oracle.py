@@ -188,12 +188,7 @@ class Oracle(ScheduleOracle):
         lateness: list[int] = []
         late: list[str] = []
         bound = flood.bound_ms(self.config.faults)
-        for job_id, due_ms in ledger.accepted.items():
-            excluded = ledger.cancelled | ledger.maybe_cancelled | ledger.paused_jobs
-            if job_id in excluded or job_id in ledger.dag_nodes or job_id in ledger.flood:
-                continue
-            if ledger.queue_of.get(job_id) != flood.quiet:
-                continue
+        for job_id, due_ms in self._quiet_jobs(flood.quiet).items():
             visible = ledger.visible.get((job_id, 1))
             if visible is None:
                 late.append(f"{job_id}: never visible")
@@ -216,6 +211,19 @@ class Oracle(ScheduleOracle):
                     if after - before < gap_ms - 1000:  # DelaySeconds rounds to whole seconds
                         pacing.append(f"flood on shard {shard}: {after - before} ms apart")
         return lateness, late, pacing
+
+    def _quiet_jobs(self, quiet: str) -> dict[str, int]:
+        """{job id: due} of the quiet queue's jobs the lateness bound applies to: not cancelled,
+        paused, a DAG node or of unknown time. A moved job is due when its last move (the
+        highest revision) put it; one with a move that may have landed unanswered is left out."""
+        ledger = self.ledger
+        excluded = ledger.cancelled | ledger.maybe_cancelled | ledger.paused_jobs
+        excluded |= set(ledger.dag_nodes) | ledger.flood | set(ledger.unanswered_moves)
+        return {
+            job_id: max(ledger.moves[job_id])[1] if job_id in ledger.moves else due_ms
+            for job_id, due_ms in ledger.accepted.items()
+            if job_id not in excluded and ledger.queue_of.get(job_id) == quiet
+        }
 
     def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
         name, _ = self.ledger.dag_nodes[job_id]

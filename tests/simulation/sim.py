@@ -24,8 +24,11 @@ interleavings it relies on), oracle and oracle_schedules (the checks), this modu
   "planned_refusal"), and a duplicate run after one alone is still a violation.
 - **Quotas** (issue 16): the `email` queue admits QUOTAS' submissions a second, so a submit,
   an idempotent repeat or a DAG touching it is sometimes refused (429; 413 for a batch with more
-  `email` jobs than a second admits). A client repeats a 429 after its Retry-After (the drain
-  does, a second at a time), and gives up on a 413.
+  `email` jobs than a second admits). So are (issue 25, item 8) a schedule's create, update and
+  resume, counted as the occurrences they write at once (an every-minute cron writes 17, more
+  than a second admits: counted over the seconds after, so it holds the window of the next
+  ones), a move, a retry by id and each job of a dead-letter replay. A client repeats a 429
+  after its Retry-After (the drain does, a second at a time), and gives up on a 413.
 - **Oracle** (`Ledger.violations`), after a fault-free drain: every job accepted with 2xx and not
   cancelled ran at least once, never before its due second; a job whose cancel answered 200
   never ran after that answer; a duplicate run (one job, one attempt, run twice) in a run without
@@ -36,14 +39,17 @@ interleavings it relies on), oracle and oracle_schedules (the checks), this modu
   DAG in the listing of each queue it uses, once; a DAG
   node ran only after all its parents; a submission refused by a quota wrote nothing: no item
   carries the refused attempt's correlation id (each attempt has its own, as each API request
-  has its own request id), and a request refused at its first attempt left no idempotency
-  record; a flaky job (one made to fail its first attempts, retryable) ran to the end; no actor
-  is still waiting for the clock after the drain.
+  has its own request id), a request refused at its first attempt left no idempotency
+  record, and a schedule's create refused at its first attempt left no schedule; a flaky job
+  (one made to fail its first attempts, retryable) ran to the end; no actor is still waiting
+  for the clock after the drain.
 - **Fair dispatch** (`Config.flood`, issue 16): thousands of jobs of one queue due at the same
   second, that queue capped (SUNDIAL_DISPATCH), while the run goes on around it; pauses of a
   whole queue then pause the flooding queue only. Each message's visibility time is recorded
   from the SendMessageBatch requests SQS accepted. The oracle adds: every job of the quiet
-  queue (not paused, not a DAG node) is visible within `Flood.bound_ms` of its due time, and,
+  queue (not paused, not a DAG node) is visible within `Flood.bound_ms` of its due time (a
+  moved job's: the time its last answered move gave it; one whose move got no answer is left
+  out, its time unknown), and,
   in a run without faults, the flood's messages on each shard are at least the shard's pacing
   gap apart (up to the first pause of the flooding queue, whose resume's catch-up is unpaced).
 - **The profiles of issues 25 and 31**, each behind a flag, drawing from the generators only
@@ -82,12 +88,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from unittest import mock
 
 import sundial.services.moves
 from sundial.clock import to_rfc3339
 from sundial.errors import (
+    SubmissionRateExceeded,
     SundialError,
 )
 from sundial.ids import JobKey
@@ -250,7 +258,7 @@ class World(Oracle):
                 continue
             state = deps.schedule_store.get(schedule_id)
             if state is not None and state.state in (ScheduleState.PAUSED, ScheduleState.RESUMING):
-                deps.schedules.resume(schedule_id)
+                self.until_admitted(partial(deps.schedules.resume, schedule_id))
         for job_id in self.job_ids:
             job = deps.store.get(JobKey.from_job_id(job_id))
             if job is not None and job.status is Status.PAUSED:
@@ -288,8 +296,12 @@ class World(Oracle):
 
         def replay_all() -> None:
             for queue in self.queues:
-                while self.observer.dead_letters.replay(queue, DeadLetterFilter(), limit=500).more:
-                    pass
+                # A quota's 429 (`email`): the rest waits for the next minute's replay.
+                with suppress(SubmissionRateExceeded):
+                    while self.observer.dead_letters.replay(
+                        queue, DeadLetterFilter(), limit=500
+                    ).more:
+                        pass
 
         return [
             Actor("dead-indexer:index", lambda: self.op_index_dead("dead-indexer")),

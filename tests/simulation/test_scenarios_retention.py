@@ -37,12 +37,6 @@ from tests.support import (
 DAY_S = 86_400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="domain bug, reported to the lead: a retry timer's item expires a retention after "
-    "its time (sundial.runs.attempts._put_timer), and a queue paused longer than that loses "
-    "the retry: the job stays failed for good",
-)
 def test_found_by_the_long_profile_a_retry_timer_outlives_a_long_pause_of_its_queue(
     deps: Dependencies, clock: ManualClock
 ) -> None:
@@ -143,13 +137,6 @@ def test_found_by_the_long_profile_entries_of_a_dag_submit_that_died_before_its_
         assert left == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="domain bug, reported to the lead: a held node (its DAG paused) has no expiry, but "
-    "a parent released before the pause that finishes during it counts on the node with "
-    "count_finished_parent, which SETs expires_at again (sundial.store.dag_nodes); TTL then "
-    "removes the node under a pause longer than the retention, and the DAG never finishes",
-)
 def test_found_by_the_long_profile_a_paused_dags_node_expires_once_a_parent_is_counted(
     deps: Dependencies, clock: ManualClock
 ) -> None:

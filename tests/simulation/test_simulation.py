@@ -23,17 +23,7 @@ JOBS = 40
         (4, False, "--dead-letters"),
         (5, False, None),
         (43, False, "--long"),
-        pytest.param(
-            42,
-            False,
-            "--long",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="finds a domain bug (reported to the lead; test_scenarios_retention.py "
-                "names it): a paused DAG's held node gets an expiry back when a parent is "
-                "counted, and TTL removes it under the pause",
-            ),
-        ),
+        (42, False, "--long"),
         (11, True, "--move-limit"),
         (22, False, "--tenants"),
         (31, True, "--holders"),

@@ -12,13 +12,14 @@ SUNDIAL_UI_SCREENSHOTS=DIR writes the screenshots of docs/client.md there (`make
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
 
 from sundial.client import SundialClient
 from sundial.client.transport import ApiRequest, ApiResponse
@@ -53,13 +54,24 @@ def find_chromium() -> str | None:
 
 class OneAtATime:
     """Lambda runs one event at a time per instance; the UI's server answers the page's
-    parallel requests in threads, so the in-process handlers take them one by one."""
+    parallel requests in threads, so the in-process handlers take them one by one.
+
+    `hold(method, path)` makes that request wait (outside the lock: the page's other requests
+    go on) until the returned event is set: a slow action, without sleeping."""
 
     def __init__(self, inner: InProcessApi) -> None:
         self.inner = inner
         self._lock = threading.Lock()
+        self.held: dict[tuple[str, str], threading.Event] = {}
+
+    def hold(self, method: str, path: str) -> threading.Event:
+        gate = self.held[(method, path)] = threading.Event()
+        return gate
 
     def __call__(self, request: ApiRequest) -> ApiResponse:
+        gate = self.held.get((request.method, request.path))
+        if gate is not None:
+            gate.wait(timeout=60)
         with self._lock:
             return self.inner(request)
 
@@ -99,16 +111,52 @@ def sundial(deps: Dependencies, upstream: OneAtATime) -> SundialClient:
 
 
 @pytest.fixture
-def page(browser: Browser, ui_server: UiServer, deps: Dependencies) -> Iterator[Page]:
-    """A fresh page; a dialog (confirm) is accepted, as a person clicking OK would."""
+def page(
+    browser: Browser, ui_server: UiServer, upstream: OneAtATime, deps: Dependencies
+) -> Iterator[Page]:
+    """A fresh page; a dialog (confirm) is accepted, as a person clicking OK would. Every
+    response the UI's server gives is recorded: none of its own files may be missing."""
     context = browser.new_context(viewport=VIEWPORT)
     new_page = context.new_page()
     new_page.on("dialog", lambda dialog: dialog.accept())
     errors: list[str] = []
+    missing: list[str] = []
     new_page.on("pageerror", lambda error: errors.append(str(error)))
+    new_page.on(
+        "response",
+        lambda response: (
+            missing.append(response.url)
+            if response.status == 404 and "/api/" not in response.url
+            else None
+        ),
+    )
     yield new_page
     context.close()
+    for gate in upstream.held.values():
+        gate.set()
+    upstream.held.clear()
     assert errors == [], f"the page's script failed: {errors}"
+    assert missing == [], f"the page asked for files its server does not have: {missing}"
+
+
+# What the DOM writes when code hands it something that is not text: never for a person.
+NOT_FOR_PEOPLE = re.compile(r"\bnull\b|\bundefined\b|\[object|\bNaN\b")
+
+
+def assert_reads_well(page: Page) -> str:
+    """The page's visible text has no null, undefined, [object …] or NaN; returns the text."""
+    text = page.locator("body").inner_text()
+    assert NOT_FOR_PEOPLE.findall(text) == [], text
+    return text
+
+
+def no_horizontal_overflow(page: Page) -> bool:
+    """Nothing on the page is wider than the window (a wide table or graph scrolls in its box)."""
+    return bool(
+        page.evaluate(
+            "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
+    )
 
 
 def screenshot(page: Page, name: str) -> None:
@@ -117,3 +165,17 @@ def screenshot(page: Page, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def open_page(page: Page, ui_server: UiServer, hash_path: str) -> str:
+    """Open a page and wait until it is shown; returns its visible text (which reads well)."""
+    page.goto(f"{ui_server.url}#{hash_path}")
+    expect(page.locator("body")).to_have_attribute("data-ready", f"#{hash_path}")
+    return assert_reads_well(page)
+
+
+def click(page: Page, action: str, then_shown: Locator, text: str) -> None:
+    """Click the page's `action` button and wait until `then_shown` reads `text`."""
+    page.locator(f"button[data-action={action}]").click()
+    expect(then_shown).to_have_text(text)
+    assert_reads_well(page)

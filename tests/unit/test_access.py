@@ -91,6 +91,12 @@ def test_admin_has_every_permission_and_a_missing_queue_is_open_to_its_account()
     assert policy.allows(operator, Permission.ADMIN, "default")  # undeclared: stack account
     assert not policy.allows_everywhere(operator, Permission.READ, ["email", "default"])
     assert policy.allows_everywhere(admin, Permission.READ, ["email", "default"])
+    # A caller holding any permission on a queue is of its team (it gets 403s naming what it
+    # lacks); one holding none is a stranger there (sundial.api.authorization)
+    stranger = _caller("arn:aws:iam::210987654321:user/someone", account="210987654321")
+    assert policy.allows_anything(operator, "email")
+    assert not policy.allows_anything(stranger, "email")
+    assert not policy.allows_anything(stranger, "default")  # open to the stack account only
 
 
 def test_settings_read_sundial_access_and_refuse_a_bad_one() -> None:

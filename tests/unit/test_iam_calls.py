@@ -100,3 +100,91 @@ def test_an_unknown_condition_or_statement_form_is_refused_not_ignored() -> None
         statement.allows(Call("history", "s3:PutObject", "arn:aws:s3:::b/k", "s3.PutObject"))
     with pytest.raises(AssertionError, match="unsupported statement"):
         Statement.parse({"Effect": "Deny", "Action": "s3:*", "Resource": "*"})
+
+
+def test_a_writes_attributes_are_the_names_of_its_key_item_update_and_condition() -> None:
+    update = {
+        "TableName": "jobs",
+        "Key": {"pk": {"S": "shard#1"}, "sk": {"S": "1#A"}},
+        "UpdateExpression": "SET #s = :s, history = list_append(if_not_exists(history, :e), :h)"
+        " REMOVE lease_until ADD done_parents :p",
+        "ConditionExpression": "attempts = :a AND NOT contains(done_parents, :d) AND #d.#n = :n",
+        "ExpressionAttributeNames": {"#s": "status", "#d": "dag", "#n": "node"},
+        "ReturnValues": "UPDATED_NEW",
+    }
+    [call] = calls_of("example_consumer", "dynamodb", "UpdateItem", update)
+    assert call.attributes == frozenset(
+        {
+            "pk",
+            "sk",
+            "status",
+            "history",
+            "lease_until",
+            "done_parents",
+            "attempts",
+            "dag",
+        }
+    )
+    assert call.return_values == "UPDATED_NEW"
+    put = {"TableName": "jobs", "Item": {"pk": {"S": "q"}, "x": {"N": "1"}}}
+    [put_call] = calls_of("x", "dynamodb", "PutItem", put)
+    assert (put_call.attributes, put_call.return_values) == (frozenset({"pk", "x"}), "NONE")
+    # A read without a projection has no Attributes key, and no ReturnValues
+    [get] = calls_of("x", "dynamodb", "GetItem", {"TableName": "jobs", "Key": {"pk": {"S": "q"}}})
+    assert (get.attributes, get.return_values) == (None, None)
+    # In a transaction an entry has no ReturnValues of its own
+    [entry] = calls_of("x", "dynamodb", "TransactWriteItems", {"TransactItems": [{"Put": put}]})
+    assert entry.return_values is None
+
+
+def test_for_all_values_holds_for_a_request_without_the_key_unless_null_guards_it() -> None:
+    allowed = {"ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "status"]}}
+    guarded = allowed | {"Null": {"dynamodb:Attributes": "false"}}
+    within = Call("c", "dynamodb:UpdateItem", TABLE, "u", frozenset({"shard#1"}), frozenset({"pk"}))
+    beyond = Call("c", "dynamodb:UpdateItem", TABLE, "u", frozenset(), frozenset({"queue"}))
+    absent = Call("c", "dynamodb:UpdateItem", TABLE, "u")
+    for condition, absent_allowed in ((allowed, True), (guarded, False)):
+        statement = Statement.parse(
+            {"Effect": "Allow", "Action": "dynamodb:*", "Resource": TABLE, "Condition": condition}
+        )
+        assert statement.allows(within) and not statement.allows(beyond)
+        assert statement.allows(absent) is absent_allowed
+
+
+def test_for_any_value_needs_one_match_and_fails_without_the_key() -> None:
+    statement = Statement.parse(
+        {
+            "Effect": "Allow",
+            "Action": "dynamodb:PutItem",
+            "Resource": TABLE,
+            "Condition": {"ForAnyValue:StringEquals": {"dynamodb:Attributes": ["retry_of"]}},
+        }
+    )
+    timer = Call("c", "dynamodb:PutItem", TABLE, "p", attributes=frozenset({"pk", "retry_of"}))
+    job = Call("c", "dynamodb:PutItem", TABLE, "p", attributes=frozenset({"pk", "queue"}))
+    assert statement.allows(timer)
+    assert not statement.allows(job)
+    assert not statement.allows(Call("c", "dynamodb:PutItem", TABLE, "p"))
+
+
+def test_string_like_leading_keys_and_return_values_if_exists() -> None:
+    statement = Statement.parse(
+        {
+            "Effect": "Allow",
+            "Action": "dynamodb:UpdateItem",
+            "Resource": TABLE,
+            "Condition": {
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["shard#*"]},
+                "StringEqualsIfExists": {"dynamodb:ReturnValues": ["NONE", "UPDATED_NEW"]},
+            },
+        }
+    )
+
+    def update(pk: str, returns: str | None) -> Call:
+        return Call("c", "dynamodb:UpdateItem", TABLE, "u", frozenset({pk}), None, returns)
+
+    assert statement.allows(update("shard#12", "NONE"))
+    assert statement.allows(update("shard#12", None))  # ...IfExists: no ReturnValues in it
+    assert not statement.allows(update("shard#12", "ALL_NEW"))
+    assert not statement.allows(update("queues", "NONE"))
+    assert not statement.allows(update("quota#email#0", "NONE"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import typing
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from sundial.client import models
+from sundial.clock import to_rfc3339
 
 OPENAPI = Path(__file__).resolve().parents[3] / "openapi.json"
 SCHEMAS: dict[str, Any] = json.loads(OPENAPI.read_text())["components"]["schemas"]
@@ -75,3 +77,50 @@ def test_times_are_parsed_and_unknown_fields_ignored() -> None:
     )
     assert (job.run_at - job.created_at).total_seconds() == 3600
     assert job.run_at.utcoffset() is not None
+
+
+@pytest.mark.parametrize("epoch_ms", [0, 1_795_348_800_730, 1_795_348_800_000, 4_102_444_799_999])
+def test_the_client_writes_a_time_as_the_api_does(epoch_ms: int) -> None:
+    # The CLI's one time format is the API's (the client imports no server code: held here)
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+    assert models.format_rfc3339(moment) == to_rfc3339(epoch_ms)
+    # whatever the datetime's own offset
+    assert models.format_rfc3339(moment.astimezone(timezone(timedelta(hours=-5)))) == to_rfc3339(
+        epoch_ms
+    )
+    # and a parsed answer is written back as it came
+    job = models.JobSummary.model_validate(
+        {
+            "id": "AQAU",
+            "queue": "email",
+            "status": "pending",
+            "run_at": to_rfc3339(epoch_ms),
+            "priority": "normal",
+            "created_at": to_rfc3339(epoch_ms),
+        }
+    )
+    assert job.model_dump(mode="json")["run_at"] == to_rfc3339(epoch_ms)
+
+
+def test_an_answer_and_each_of_its_parts_give_back_the_apis_json() -> None:
+    queue = {
+        "queue": "email",
+        "paused": False,
+        "paused_at": None,
+        "catching_up": False,
+        "messages": {"visible": 3, "in_flight": 0, "delayed": 1},
+        "dead_letters": 0,
+        "dead_letters_capped": False,
+        "dead_letter_queue_messages": None,
+        "added_in_a_later_version": "é",
+    }
+    body = json.dumps({"queues": [queue]}, indent=2, ensure_ascii=False).encode()
+    answer = models.from_api(models.QueueList, body)
+    # The whole answer: its body as it came; a part: its JSON, unknown fields kept
+    assert answer.api_json() == body.decode()
+    [item] = answer.queues
+    assert json.loads(item.api_json()) == queue
+    assert item.messages.api_json() == '{"visible":3,"in_flight":0,"delayed":1}'
+    # A model the client built itself gives its own JSON
+    built = models.PurgeResult(purged=2, more=False)
+    assert built.api_json() == '{"purged":2,"more":false}'

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,7 +66,7 @@ def request(
 
 def test_the_package_data_holds_the_page_its_script_and_style() -> None:
     files = resources.files("sundial.client.ui")
-    for name in ("index.html", "app.js", "style.css"):
+    for name in ("index.html", "dom.js", "pages.js", "jobs.js", "lists.js", "app.js", "style.css"):
         assert files.joinpath(name).is_file(), name
     page = files.joinpath("index.html").read_text()
     assert '<script src="app.js"' in page and 'href="style.css"' in page
@@ -74,7 +75,19 @@ def test_the_package_data_holds_the_page_its_script_and_style() -> None:
 
 def test_the_pyproject_ships_the_ui_files_as_package_data() -> None:
     text = (OPENAPI.parent / "pyproject.toml").read_text()
-    assert '"sundial.client.ui" = ["*.html", "*.css", "*.js"]' in text
+    assert '"sundial.client.ui" = ["*.html", "*.css", "*.js", "*.svg"]' in text
+
+
+def test_it_serves_every_file_the_page_names_and_the_favicon(server: UiServer) -> None:
+    # The page's scripts, style and icon (a missing icon is a 404 on every load)
+    page = resources.files("sundial.client.ui").joinpath("index.html").read_text()
+    named = re.findall(r'(?:src|href)="([a-z]+\.(?:js|css|svg))"', page)
+    assert {"favicon.svg", "style.css", "dom.js", "app.js"} <= set(named)
+    for name in named:
+        status, headers, body = request(server, "GET", f"/ui/{name}")
+        assert status == 200 and body, name
+    status, headers, body = request(server, "GET", "/ui/favicon.svg")
+    assert headers["Content-Type"] == "image/svg+xml" and body.lstrip().startswith(b"<svg")
 
 
 def test_it_listens_on_the_loopback_interface_only(server: UiServer) -> None:
@@ -190,7 +203,7 @@ def test_sundial_ui_starts_serves_the_page_and_names_its_url() -> None:
         assert "(unsigned)" in process.stdout.readline()
         port = int(first.rsplit(":", 1)[1].split("/")[0])
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        connection.request("GET", "/ui/app.js")
+        connection.request("GET", "/ui/dom.js")
         response = connection.getresponse()
         assert response.status == 200 and b"X-Sundial-UI" in response.read()
         # The API is unreachable: the page is told so, as the API's error shape

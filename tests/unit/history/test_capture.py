@@ -332,6 +332,34 @@ def test_a_dags_nodes_are_recorded_with_their_dag_id(
     }
 
 
+def test_a_dag_childs_events_carry_its_release(
+    deps: Dependencies, clock: ManualClock, stream: StreamReader
+) -> None:
+    # Given the card's daily_report DAG, due now: its root runs 5 s late, and its child
+    # `transform`, released when the root ends, runs at once (the same poll delivers it)
+    harness = Harness(deps, clock, lambda job: {"ok": True})
+    dag = deps.dags.submit(SubmitDag.model_validate(DAILY_REPORT))
+    clock.advance(seconds=5)
+    released_ms = clock.now_ms()
+    harness.poll("default")
+
+    # When the stream's records reach the history Lambda
+    assert record(stream.next_event()) == {"batchItemFailures": []}
+
+    # Then the child's events from its release on carry the release time, so its lateness
+    # can be measured from it (the DAG's due time is every node's)
+    events = all_events()
+    extract, transform = dag.nodes[0].id, dag.nodes[1].id
+    child = {e.to_status: e for e in events if e.job_id == transform}
+    assert child["blocked"].released_at_ms is None
+    assert child["queued"].released_at_ms == released_ms
+    assert child["succeeded"].released_at_ms == released_ms
+    succeeded = child["succeeded"]
+    assert (succeeded.due_at_ms, succeeded.started_at_ms) == (released_ms - 5_000, released_ms)
+    # And the root's carry none: nothing released it
+    assert {e.released_at_ms for e in events if e.job_id == extract} == {None}
+
+
 def _ttl_removal_of(key: Any, stream: StreamReader) -> dict[str, Any]:
     """DynamoDB's TTL process removing the item at `key`, as the stream delivers it (moto does
     not run TTL: the item is deleted, and the record marked as the TTL process marks it)."""

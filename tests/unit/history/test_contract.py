@@ -13,11 +13,17 @@ def test_the_lambda_writes_the_columns_the_glue_jobs_read() -> None:
 
 
 def test_synthetic_events_are_valid_history_lines() -> None:
-    events = list(generate_events(2_000, days=2))
+    events = list(generate_events(4_000, days=2))
     for event in events:
         HistoryEvent.model_validate(event)
     statuses = {e["to_status"] for e in events}
     assert statuses >= {"pending", "queued", "succeeded", "failed", "dead", "cancelled"}
+    # every status a job is inserted with: pending, blocked (a DAG child), cancelled (a
+    # schedule occurrence written already cancelled)
+    inserted = {e["to_status"] for e in events if e["from_status"] is None}
+    assert inserted == {"pending", "blocked", "cancelled"}
+    assert any(e["released_at_ms"] for e in events if e["to_status"] == "succeeded")
+    assert any(e["from_status"] == "dead" for e in events)  # a hand retry
     assert any(e["dag_id"] for e in events)
     assert any(e["schedule_id"] for e in events)
     assert len({e["event_id"] for e in events}) < len(events)  # some redelivered

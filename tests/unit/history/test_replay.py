@@ -12,6 +12,7 @@ import boto3
 import pytest
 from pyspark.sql import SparkSession
 
+from stacks.history_capture import HISTORY_FAILED_RECORDS_METRIC
 from sundial.clock import ManualClock
 from sundial.history.capture import HistoryEvent
 from sundial.model.submission import SubmitJob
@@ -200,3 +201,48 @@ def test_compaction_counts_a_replayed_event_once(
     assert sorted(r.event_id for r in curated.select("event_id").collect()) == sorted(
         r["eventID"] for r in event["Records"]
     )
+
+
+def test_records_the_function_fails_are_counted_for_their_alarm(
+    deps: Dependencies,
+    clock: ManualClock,
+    stream: StreamReader,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a batch with a record the history function cannot read (a job without a queue)
+    boto3.client("dynamodb").put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": "shard#3"},
+            "sk": {"S": "1795276800000#01KAKZ9Q2X8Q9JZ8W7M5N4P3R2"},
+            "status": {"S": "pending"},
+        },
+    )
+    capsys.readouterr()
+    # When the history Lambda handles it
+    response = history_lambda.handler(stream.next_event(), FakeLambdaContext())
+    # Then it reports the record, and writes the metric the history/failed-records alarm
+    # watches (stacks.monitoring), once, as an EMF line
+    assert len(response["batchItemFailures"]) == 1
+    emf = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("{") and "_aws" in line
+    ]
+    assert [line["HistoryRecordsFailed"] for line in emf] == [[1.0]]
+    [metric] = emf[0]["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    assert metric["Name"] == HISTORY_FAILED_RECORDS_METRIC
+
+
+def test_a_batch_without_failures_writes_no_metric(
+    deps: Dependencies,
+    clock: ManualClock,
+    stream: StreamReader,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600))
+    capsys.readouterr()
+    assert history_lambda.handler(stream.next_event(), FakeLambdaContext()) == {
+        "batchItemFailures": []
+    }
+    assert "HistoryRecordsFailed" not in capsys.readouterr().out

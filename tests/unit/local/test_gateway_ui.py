@@ -46,7 +46,9 @@ def test_the_gateway_serves_the_ui_files_with_their_security_headers(
     for path, name, kind in [
         ("/ui/", "index.html", "text/html"),
         ("/ui/app.js", "app.js", "text/javascript"),
+        ("/ui/dom.js", "dom.js", "text/javascript"),
         ("/ui/style.css", "style.css", "text/css"),
+        ("/ui/favicon.svg", "favicon.svg", "image/svg+xml"),
     ]:
         status, headers, body = get(server, path)
         assert (status, body) == (200, files.joinpath(name).read_bytes()), path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -13,9 +14,9 @@ from sundial.api.models import JobDetail
 from sundial.clock import ManualClock
 from sundial.consumer import NonRetryableError
 from sundial.errors import Conflict
-from sundial.model.job import Status
+from sundial.model.job import Status, retry_timer
 from sundial.model.submission import SubmitJob
-from sundial.transport.envelope import Envelope
+from sundial.transport.envelope import Envelope, envelope_body
 from sundial.wiring import Dependencies, configure
 from tests.harness import ALL_SHARDS, Harness, delayed_job
 from tests.support import FakeLambdaContext, sqs_event
@@ -435,3 +436,64 @@ def test_an_operators_retry_over_a_scheduled_retry_runs_the_attempt_once(
     assert outcomes == ["attempt 1 revision 0", "attempt 2 revision 1"]
     assert other.calls == [] and len(busy) == 2
     assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+
+
+def _send(deps: Dependencies, queue: str, body: dict[str, Any]) -> None:
+    """A message put on `queue` by someone allowed to send to it (not by Sundial)."""
+    boto3.client("sqs").send_message(
+        QueueUrl=deps.settings.queue_urls[queue], MessageBody=json.dumps(body)
+    )
+
+
+def test_the_function_runs_the_job_items_payload_not_the_messages(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    harness = Harness(deps, clock, lambda job: job.payload)
+    # Given a job queued on default (its message visible in a minute), and a message for its
+    # first attempt that carries another payload, visible now (sent by whoever may send to
+    # the queue: a consumer granted it for DAG children)
+    job = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=60, payload={"to": "a"}))
+    stored = deps.store.get(job.job.key)
+    assert stored is not None and stored.status is Status.QUEUED
+    forged = json.loads(envelope_body(stored, attempt=1)) | {"payload": {"to": "attacker"}}
+    _send(deps, "default", forged)
+    # When the consumer takes the forged message, then the real one
+    harness.poll()
+    clock.advance(seconds=61)
+    harness.poll()
+    # Then the job ran once, with the payload it was submitted with
+    assert [call.payload for call in harness.calls] == [{"to": "a"}]
+    assert json.loads(deps.jobs.get(job.job.id).result_json or "null") == {"to": "a"}
+
+
+def test_a_message_naming_a_retry_timer_or_another_queues_job_runs_nothing(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    def fail(job: Envelope) -> None:
+        raise RuntimeError("fails on email")
+
+    harness = Harness(deps, clock, lambda job: None)  # default's consumer
+    # Given a job of email whose first attempt failed (a retry is due)
+    own = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, max_attempts=3)).job
+    Harness(deps, clock, fail).poll("email")  # email's consumer
+    failed = deps.store.get(own.key)
+    assert failed is not None and failed.status is Status.FAILED and failed.attempts == 1
+    # And an item put by email's consumer (its role may put retry timers on any shard): queued,
+    # naming default's queue and a payload of its choosing
+    planted = retry_timer(
+        dataclasses.replace(failed, queue="default", payload_json='{"planted":true}'),
+        attempt=2,
+        at_ms=clock.now_ms() + 3_600_000,
+    )
+    planted = dataclasses.replace(planted, status=Status.QUEUED)
+    deps.store.put_if_absent(planted, now_ms=clock.now_ms())
+    # When messages reach default naming the planted item as a job (attempt 1), and email's
+    # job as if it were default's (attempt 2, its retry)
+    envelope = json.loads(envelope_body(planted, attempt=1))
+    _send(deps, "default", envelope | {"id": planted.id})
+    _send(deps, "default", envelope | {"attempt": 2})
+    harness.poll()
+    # Then default's consumer ran nothing, and neither item changed
+    assert harness.calls == []
+    assert deps.store.get(planted.key) == planted
+    assert deps.store.get(own.key) == failed

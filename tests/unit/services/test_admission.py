@@ -315,3 +315,88 @@ def test_quotas_travel_as_one_json_variable_of_the_limited_queues() -> None:
                 "SUNDIAL_QUOTAS": '{"email": {"max_payload_bytes": 6000000}}',
             }
         )
+
+
+def _windows_from_now(
+    windows: SubmissionWindows, queue: str, clock: ManualClock, seconds: int
+) -> list[int]:
+    first = clock.now_ms() // 1000
+    return [windows.submitted(queue=queue, lane=0, window_s=first + i) for i in range(seconds)]
+
+
+def test_a_call_writing_more_than_a_second_admits_is_counted_over_the_next_seconds(
+    windows: SubmissionWindows, clock: ManualClock, calls: DynamoCalls
+) -> None:
+    # Given a queue that admits 3 a second, one of this second's taken by a submit
+    admission = _admission(windows, clock, email=QueueQuota(max_submissions_per_second=3))
+    admission.admit(_jobs("email"), count_field="")
+    calls.names.clear()
+    # When a call writes 10 jobs at once (a schedule's first occurrences)
+    admission.admit_at_once("email", 10, field="rate", what="this schedule")
+    # Then they fill this second's window and as many after it as they need, none skipped: one
+    # read of the windows, one transaction
+    assert calls.names == ["Query", "TransactWriteItems"]
+    assert _windows_from_now(windows, "email", clock, 6) == [3, 3, 3, 2, 0, 0]
+    # And another such call is refused, writing nothing, told when it would fit (the 4th second
+    # has room for 1, and the seconds after it are free)
+    with pytest.raises(SubmissionRateExceeded) as refused:
+        admission.admit_at_once("email", 10, field="rate", what="this schedule")
+    assert refused.value.retry_after_s == 3
+    assert "this request writes 10 jobs at once" in str(refused.value)
+    assert "take the quota of the next 4 seconds" in str(refused.value)
+    assert _windows_from_now(windows, "email", clock, 6) == [3, 3, 3, 2, 0, 0]
+    # And a submit in those seconds is refused; 3 seconds on, it fits
+    clock.advance(seconds=1)
+    with pytest.raises(SubmissionRateExceeded):
+        admission.admit(_jobs("email"), count_field="")
+    clock.advance(seconds=2)
+    admission.admit(_jobs("email"), count_field="")
+
+
+def test_a_call_within_a_second_is_counted_as_a_submit(
+    windows: SubmissionWindows, clock: ManualClock, calls: DynamoCalls
+) -> None:
+    admission = _admission(windows, clock, email=QueueQuota(max_submissions_per_second=3))
+    admission.admit_at_once("email", 2, field="", what="this change")
+    assert calls.names == ["UpdateItem"] and _counted(windows, "email", clock) == 2
+    with pytest.raises(SubmissionRateExceeded) as refused:
+        admission.admit_at_once("email", 2, field="", what="this change")
+    assert refused.value.retry_after_s == 1 and "at once" not in str(refused.value)
+    # And a queue with no limit costs no call
+    calls.names.clear()
+    admission.admit_at_once("default", 50, field="", what="this change")
+    assert calls.names == []
+
+
+def test_more_than_100_seconds_worth_at_once_is_413_without_a_write(
+    windows: SubmissionWindows, clock: ManualClock, calls: DynamoCalls
+) -> None:
+    # Given a queue that admits 1 a second
+    admission = _admission(windows, clock, email=QueueQuota(max_submissions_per_second=1))
+    # When a call would write 101 jobs at once
+    with pytest.raises(TooLargeForQueue) as refused:
+        admission.admit_at_once("email", 101, field="rate", what="this schedule")
+    # Then it is too large for the queue (no retry could pass it), naming the field and limit
+    assert refused.value.field == "rate"
+    assert "this schedule writes 101 jobs at once" in refused.value.reason
+    assert "at most 100 at once" in refused.value.reason
+    assert calls.names == []
+    # And 100 are admitted, counted over 100 seconds
+    admission.admit_at_once("email", 100, field="rate", what="this schedule")
+    assert _windows_from_now(windows, "email", clock, 101) == [1] * 100 + [0]
+
+
+def test_a_spread_is_all_or_none(
+    windows: SubmissionWindows, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a queue that admits 3 a second, and a spread that read the windows empty while
+    # another spread took the third second before its transaction
+    admission = _admission(windows, clock, email=QueueQuota(max_submissions_per_second=3))
+    second = clock.now_ms() // 1000
+    monkeypatch.setattr(windows, "counted", lambda **_: {})
+    assert windows.take_many(queue="email", lane=0, takes={second + 2: 3}, limit=3)
+    # When it takes its windows
+    with pytest.raises(SubmissionRateExceeded):
+        admission.admit_at_once("email", 9, field="rate", what="this schedule")
+    # Then nothing of it was counted
+    assert _windows_from_now(windows, "email", clock, 4) == [0, 0, 3, 0]

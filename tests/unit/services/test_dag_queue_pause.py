@@ -1,19 +1,27 @@
 """A whole-queue pause holds DAG nodes as it holds any job of the queue (store.queue_states):
 roots released at DAG submit, children released when their parents finish, and what a DAG
-resume releases all stay `pending` in the table, recorded for the queue's catch-up, and are
-sent exactly once when the queue resumes. Against moto, with the injected clock."""
+resume releases are sent exactly once, after the queue resumes. Against moto, with the injected
+clock.
+
+A child released by an API function or a worker's ack (`lifecycle="worker"`) stays `pending`,
+recorded for the queue's catch-up (`held`). One released by a consumer Lambda, whose role may
+not write a queue's state, is released `queued` and `direct` and sent by a timer
+(services.deferral): at the resume, or DEFERRED_SEND after its release, whichever is later."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from sundial.clock import ManualClock
 from sundial.model.dag import DagStatus, DagView
 from sundial.model.job import Job, Status
+from sundial.services.deferral import DeferredSends
+from sundial.store.job_items import item_to_job
 from sundial.store.queue_states import QueueStateStore
+from sundial.timing import DEFERRED_SEND_MS
 from sundial.wiring import Dependencies
 from tests.harness import ALL_SHARDS
 from tests.support import DAILY_REPORT
@@ -28,6 +36,31 @@ def _statuses(runner: DagRunner, view: DagView) -> dict[str, Status]:
     return {name: node.status for name, node in _nodes(runner, view).items()}
 
 
+def _assert_waiting(runner: DagRunner, node: Job, lifecycle: str) -> None:
+    """`node` waits for its paused queue: pending and recorded for the queue's catch-up (as a
+    worker releases it), or queued and `direct` (no sweep sends it) behind a timer for its
+    first attempt (as a consumer releases it), the queue's state untouched."""
+    held = runner.deps.queue_states.get(node.queue).held
+    if lifecycle == "worker":
+        assert (node.status, node.direct, held) == (Status.PENDING, False, frozenset({node.id}))
+        return
+    assert (node.status, node.direct, held) == (Status.QUEUED, True, frozenset())
+    [timer] = _timers_of(runner, node)
+    assert (timer.status, timer.retry_attempt, timer.queue) == (Status.PENDING, 1, node.queue)
+    assert node.dag is not None and node.dag.released_at_ms is not None
+    assert timer.due_ms == node.dag.released_at_ms + DEFERRED_SEND_MS
+
+
+def _timers_of(runner: DagRunner, node: Job) -> list[Job]:
+    """The retry timers standing for `node`'s attempts (the test's own scan)."""
+    items = runner.deps.dynamodb.scan(TableName=runner.deps.settings.table_name)["Items"]
+    return [
+        timer
+        for timer in (item_to_job(item) for item in items if "retry_of" in item)
+        if timer.retry_of == (node.origin or node.key)
+    ]
+
+
 def _sweep_and_run(runner: DagRunner, minutes: int) -> None:
     """`minutes` of sweeps, each followed by the consumers taking whatever is visible."""
     for _ in range(minutes):
@@ -36,10 +69,11 @@ def _sweep_and_run(runner: DagRunner, minutes: int) -> None:
         runner.run_until_idle()
 
 
+@pytest.mark.parametrize("lifecycle", ["consumer", "worker"])
 def test_a_diamond_on_paused_queues_waits_then_each_node_is_sent_once(
-    deps: Dependencies, clock: ManualClock
+    deps: Dependencies, clock: ManualClock, lifecycle: str
 ) -> None:
-    runner = DagRunner(deps, clock)
+    runner = DagRunner(deps, clock, lifecycle=lifecycle)
     sent = runner.harness.sent
     # Given both of the diamond's queues are paused
     runner.deps.queue_control.pause("default")
@@ -57,13 +91,13 @@ def test_a_diamond_on_paused_queues_waits_then_each_node_is_sent_once(
     runner.deps.queue_control.resume("default")
     runner.run_until_idle()
     assert runner.ran == ["extract", "transform", "load_warehouse"]
-    # Then load_cache, released by transform while `email` is paused, waits in the table,
-    # recorded for email's catch-up; notify still waits for it
+    # Then load_cache, released by transform while `email` is paused, waits in the table:
+    # recorded for email's catch-up, or (released by a consumer) queued behind a timer;
+    # notify still waits for it
     nodes = _nodes(runner, view)
     load_cache = nodes["load_cache"]
-    assert (load_cache.status, load_cache.direct) == (Status.PENDING, False)
     assert load_cache.dag is not None and load_cache.dag.released_by == 1
-    assert runner.deps.queue_states.get("email").held == {load_cache.id}
+    _assert_waiting(runner, load_cache, lifecycle)
     assert nodes["notify"].status is Status.BLOCKED
     _sweep_and_run(runner, minutes=30)
     assert load_cache.id not in sent.ids
@@ -77,10 +111,11 @@ def test_a_diamond_on_paused_queues_waits_then_each_node_is_sent_once(
     assert runner.ran == ["extract", "transform", "load_warehouse", "load_cache", "notify"]
 
 
+@pytest.mark.parametrize("lifecycle", ["consumer", "worker"])
 def test_a_child_released_while_its_queue_is_paused_is_sent_once_on_resume(
-    deps: Dependencies, clock: ManualClock
+    deps: Dependencies, clock: ManualClock, lifecycle: str
 ) -> None:
-    runner = DagRunner(deps, clock)
+    runner = DagRunner(deps, clock, lifecycle=lifecycle)
     sent = runner.harness.sent
     # Given a chain a (on default) -> b (on email), with email paused
     runner.deps.queue_control.pause("email")
@@ -88,11 +123,11 @@ def test_a_child_released_while_its_queue_is_paused_is_sent_once_on_resume(
     # When a runs and succeeds
     runner.run_until_idle()
     assert runner.ran == ["a"]
-    # Then b is released (its parent counted) but left pending, unsent, for email's catch-up
+    # Then b is released (its parent counted) but left unsent, for email's catch-up
     b = _nodes(runner, view)["b"]
     assert b.dag is not None
-    assert (b.status, b.dag.waiting_on, b.dag.done_parents) == (Status.PENDING, 0, frozenset({0}))
-    assert runner.deps.queue_states.get("email").held == {b.id}
+    assert (b.dag.waiting_on, b.dag.done_parents) == (0, frozenset({0}))
+    _assert_waiting(runner, b, lifecycle)
     _sweep_and_run(runner, minutes=20)
     assert b.id not in sent.ids
     # When email resumes, b is sent by the resume itself, once, and runs
@@ -105,10 +140,11 @@ def test_a_child_released_while_its_queue_is_paused_is_sent_once_on_resume(
     assert sent.ids == Counter({node.id: 1 for node in runner.get(view).nodes})
 
 
+@pytest.mark.parametrize("lifecycle", ["consumer", "worker"])
 def test_a_join_whose_last_parent_finishes_during_the_pause_gets_its_inline_results(
-    deps: Dependencies, clock: ManualClock
+    deps: Dependencies, clock: ManualClock, lifecycle: str
 ) -> None:
-    runner = DagRunner(deps, clock)
+    runner = DagRunner(deps, clock, lifecycle=lifecycle)
     sent = runner.harness.sent
     # Given c (on email) waits for a and b (on default), with their results inline
     view = runner.submit({**PAIR, "parent_results": "inline"})
@@ -117,12 +153,12 @@ def test_a_join_whose_last_parent_finishes_during_the_pause_gets_its_inline_resu
     runner.deliver_one("default")  # the other finishes once email is paused
     # Then c is counted to 0 but held for email's catch-up
     c = _nodes(runner, view)["c"]
-    assert c.dag is not None
-    assert (c.status, c.dag.waiting_on) == (Status.PENDING, 0)
-    assert runner.deps.queue_states.get("email").held == {c.id}
-    # And on resume it is sent once, with both parents' results
+    assert c.dag is not None and c.dag.waiting_on == 0
+    _assert_waiting(runner, c, lifecycle)
+    # And on resume it is sent once (a consumer's timer a quarter of an hour after c's
+    # release), with both parents' results
     runner.deps.queue_control.resume("email")
-    runner.run_until_idle()
+    _sweep_and_run(runner, minutes=20)
     assert runner.ran.count("c") == 1 and sent.ids[c.id] == 1
     parents = runner.seen["c"].dag
     assert parents is not None
@@ -140,7 +176,8 @@ def test_a_queue_resumed_while_a_parent_releases_its_child_sends_the_child_once(
     monkeypatch: pytest.MonkeyPatch,
     below_the_catch_up: bool,
 ) -> None:
-    runner = DagRunner(deps, clock)
+    """(As a worker's ack releases: it records the child for the catch-up.)"""
+    runner = DagRunner(deps, clock, lifecycle="worker")
     sent = runner.harness.sent
     view = runner.submit(CHAIN)
     if below_the_catch_up:
@@ -189,7 +226,8 @@ def test_a_queue_resumed_while_a_parent_releases_its_child_sends_the_child_once(
 def test_a_runner_that_dies_before_recording_a_held_child_is_repaired_by_redelivery(
     deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runner = DagRunner(deps, clock)
+    """(As a worker's ack releases: it records the child for the catch-up.)"""
+    runner = DagRunner(deps, clock, lifecycle="worker")
     sent = runner.harness.sent
     runner.deps.queue_control.pause("email")
     view = runner.submit(CHAIN)
@@ -214,6 +252,73 @@ def test_a_runner_that_dies_before_recording_a_held_child_is_repaired_by_redeliv
     assert runner.deps.queue_states.get("email").held == {b.id}
     assert b.id not in sent.ids
     # And the queue's resume sends it, once
+    runner.deps.queue_control.resume("email")
+    _sweep_and_run(runner, minutes=20)
+    assert runner.ran == ["a", "b"]
+    assert sent.ids == Counter({node.id: 1 for node in runner.get(view).nodes})
+
+
+def test_a_queue_resumed_between_a_consumers_release_and_its_timer_sends_the_child_once(
+    deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer Lambda releases b (queued, direct) while email is paused; email's resume and
+    its catch-up run before the consumer puts b's timer: the catch-up finds nothing, and the
+    timer, put above every cursor, is sent by the sweeper at its time."""
+    runner = DagRunner(deps, clock)
+    sent = runner.harness.sent
+    runner.deps.queue_control.pause("email")
+    view = runner.submit(CHAIN)
+    defer = DeferredSends.defer
+    resumed: list[int] = []
+
+    def resume_first(deferral: DeferredSends, nodes: Sequence[Job]) -> None:
+        if not resumed:
+            resumed.append(runner.deps.queue_control.resume("email").dispatched)
+        defer(deferral, nodes)
+
+    monkeypatch.setattr(DeferredSends, "defer", resume_first)
+    runner.deliver_one("default")
+    # Then the resume sent nothing, and b waits behind its timer, unsent
+    b = _nodes(runner, view)["b"]
+    assert resumed == [0]
+    assert (b.status, b.direct) == (Status.QUEUED, True)
+    [timer] = _timers_of(runner, b)
+    assert not runner.deps.queue_states.get("email").catching_up
+    # And the sweeps send b once, and it runs once, not before its timer's time
+    _sweep_and_run(runner, minutes=20)
+    assert runner.ran == ["a", "b"]
+    b = _nodes(runner, view)["b"]
+    assert b.started_at_ms is not None and b.started_at_ms >= timer.due_ms
+    assert sent.ids == Counter({node.id: 1 for node in runner.get(view).nodes})
+    assert runner.get(view).status is DagStatus.SUCCEEDED
+
+
+def test_a_consumer_that_dies_before_putting_a_childs_timer_is_repaired_by_redelivery(
+    deps: Dependencies, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = DagRunner(deps, clock)
+    sent = runner.harness.sent
+    runner.deps.queue_control.pause("email")
+    view = runner.submit(CHAIN)
+    # Given a's consumer dies after releasing b, before putting its timer
+    defer = DeferredSends.defer
+    crashes = iter([True])
+
+    def crash_once(deferral: DeferredSends, nodes: Sequence[Job]) -> None:
+        if next(crashes, False):
+            raise RuntimeError("the consumer died here")
+        defer(deferral, nodes)
+
+    monkeypatch.setattr(DeferredSends, "defer", crash_once)
+    assert runner.harness.poll("default")  # the delivery failed: SQS will deliver it again
+    b = _nodes(runner, view)["b"]
+    assert (b.status, b.direct) == (Status.QUEUED, True) and _timers_of(runner, b) == []
+    # When a's message comes back, the fence finishes the job: b gets its timer, unsent
+    clock.advance(seconds=121)
+    assert runner.harness.poll("default") == []
+    assert runner.ran == ["a"]
+    assert len(_timers_of(runner, b)) == 1 and b.id not in sent.ids
+    # And after the queue's resume b is sent once and runs
     runner.deps.queue_control.resume("email")
     _sweep_and_run(runner, minutes=20)
     assert runner.ran == ["a", "b"]
@@ -269,12 +374,13 @@ def test_a_queue_resumed_while_a_dag_is_paused_leaves_the_dags_root_to_the_dag(
     assert sent.ids == Counter({node.id: 1 for node in runner.get(view).nodes})
 
 
+@pytest.mark.parametrize("lifecycle", ["consumer", "worker"])
 def test_write_units_of_a_node_held_by_its_queue_pause(
-    deps: Dependencies, clock: ManualClock
+    deps: Dependencies, clock: ManualClock, lifecycle: str
 ) -> None:
     """What a queue pause adds to a DAG node released during it. Items here are under 1 KB,
     so each write request is one write unit."""
-    runner = DagRunner(deps, clock)
+    runner = DagRunner(deps, clock, lifecycle=lifecycle)
     meter = runner.harness.meter
 
     def writes_of(run: Callable[[], None]) -> Counter[str]:
@@ -289,6 +395,7 @@ def test_write_units_of_a_node_held_by_its_queue_pause(
         runner.run_until_idle()
         if paused:
             runner.deps.queue_control.resume("email")
+            clock.advance(seconds=DEFERRED_SEND_MS // 1000)  # (a consumer's timer is due)
             runner.run_until_idle()
 
     def pause_and_resume() -> None:
@@ -310,7 +417,14 @@ def test_write_units_of_a_node_held_by_its_queue_pause(
         f" the pause and resume alone: {dict(per_pause)};"
         f" so b held costs {sum(extra.values())} writes more: {dict(extra)}"
     )
-    # Then b cost 5 writes more than on a running queue: on b's item, its one-write release
-    # refused (its queue is paused; "claim": it carries a claim token) and done again as
-    # pending, and the catch-up's take; on the queue's item, the record of b and its strike
-    assert extra == Counter({"claim": 1, "other": 2, "queue": 2})
+    if lifecycle == "worker":
+        # Then b cost 5 writes more than on a running queue: on b's item, its one-write
+        # release refused (its queue is paused; "claim": it carries a claim token) and done
+        # again as pending, and the catch-up's take; on the queue's item, the record of b and
+        # its strike
+        assert extra == Counter({"claim": 1, "other": 2, "queue": 2})
+    else:
+        # Then b cost 3 writes more: its release is the same one write (queued and direct),
+        # and its timer is put, taken by the catch-up and marked sent; the queue's item is
+        # not written
+        assert extra == Counter({"put": 1, "other": 1, "claim": 1})

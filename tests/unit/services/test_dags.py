@@ -533,6 +533,25 @@ def test_cancelling_one_node_applies_the_failure_rule_to_its_descendants(
     assert runner.get(view).status is DagStatus.CANCELLED
 
 
+def test_a_nodes_cascade_reaches_the_queues_of_every_node_downstream_of_it(
+    deps: Dependencies,
+) -> None:
+    # Given the daily report: extract, transform, load_warehouse on `default`; load_cache and
+    # notify (a child of both loads) on `email`
+    view = deps.dags.submit(SubmitDag.model_validate(DAILY_REPORT))
+    nodes = {node.dag.node: node for node in view.nodes if node.dag}
+    cascade = deps.dag_progress.cascade_queues
+    # Then a cancel of the root or of load_warehouse may cancel nodes on `email` (notify)
+    assert cascade(nodes["extract"]) == {"default", "email"}
+    assert cascade(nodes["load_warehouse"]) == {"email"}
+    # And a leaf's cancel, or any cancel under on_failure=continue, cancels nothing else
+    assert cascade(nodes["notify"]) == frozenset()
+    continuing = deps.dags.submit(
+        SubmitDag.model_validate({**DAILY_REPORT, "on_failure": "continue"})
+    )
+    assert all(cascade(node) == frozenset() for node in continuing.nodes)
+
+
 def test_a_dag_due_later_waits_in_the_table_for_the_sweeper(
     deps: Dependencies, clock: ManualClock
 ) -> None:

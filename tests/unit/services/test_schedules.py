@@ -11,13 +11,22 @@ from typing import Any
 import boto3
 import pytest
 
+import sundial.services.schedules as schedule_service
 from sundial.clock import ManualClock, to_rfc3339
 from sundial.dispatch.sweeper import Sweeper
 from sundial.errors import Conflict, InvalidInput, ScheduleNotFound
 from sundial.model.job import Priority, Status
-from sundial.model.schedule import CreateSchedule, Misfire, RunOutcome, Schedule, ScheduleState
+from sundial.model.schedule import (
+    CreateSchedule,
+    Misfire,
+    RunOutcome,
+    Schedule,
+    ScheduleState,
+    legacy_schedule_id,
+    schedule_id_for,
+)
 from sundial.model.submission import parse_rfc3339
-from sundial.services.chain import OccurrenceChain
+from sundial.services.chain import OccurrenceChain, occurrences_at_once
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
@@ -551,6 +560,73 @@ def test_idempotent_create(deps: Dependencies) -> None:
     assert again.schedule.id == first.schedule.id
     with pytest.raises(Conflict):
         deps.schedules.create(CreateSchedule.model_validate({**body, "rate": "2 hours"}))
+
+
+def _template(now: int, **fields: Any) -> Schedule:
+    return Schedule(
+        id="01KAGQ0000000000000000TEST",
+        queue="email",
+        payload_json="null",
+        priority=Priority.NORMAL,
+        timezone="UTC",
+        misfire=Misfire.FIRE_ONCE,
+        shard=0,
+        created_at_ms=now,
+        anchor_ms=now,
+        first_at_ms=now,
+        **fields,
+    )
+
+
+def test_a_call_starting_a_chain_writes_the_occurrences_of_15_minutes_and_the_next() -> None:
+    now = parse_rfc3339("2026-11-21T12:00:00Z")
+    minute = 60_000
+    every_10_s = _template(now, rate="10 seconds")
+    # A create now: 91 occurrences sent (now, +10 s, ..., +900 s) and the next written
+    assert occurrences_at_once(every_10_s, now, now_ms=now) == 92
+    # One starting 15 minutes or more ahead: just that one, for the sweepers
+    assert occurrences_at_once(every_10_s, now + 20 * minute, now_ms=now) == 1
+    # An every-minute cron: 12:00 to 12:15 sent, 12:16 written
+    assert occurrences_at_once(_template(now, cron="* * * * *"), now, now_ms=now) == 17
+    # A head missed by two hours (a resume): it, then the chain from now on, as decided then
+    assert occurrences_at_once(every_10_s, now - 120 * minute, now_ms=now) == 1 + 91
+    # One ending within the window: only its occurrences
+    ending = _template(now, rate="10 seconds", end_at_ms=now + 25_000)
+    assert occurrences_at_once(ending, now, now_ms=now) == 3
+
+
+def test_an_idempotency_key_is_per_queue(deps: Dependencies) -> None:
+    # Given a schedule on `default` with the key "nightly"
+    body = {"rate": "1 hour", "idempotency_key": "nightly"}
+    theirs = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "default"}))
+    # When `email` uses the same key, with other settings (its queue, for one)
+    ours = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "email"}))
+    # Then that is another schedule, not a conflict; the id is derived from queue and key
+    assert ours.created and ours.schedule.id != theirs.schedule.id
+    assert ours.schedule.id == schedule_id_for("email", "nightly")
+    assert theirs.schedule.id == schedule_id_for("default", "nightly")
+
+
+def test_a_schedule_created_before_keys_were_per_queue_keeps_its_id_and_its_key(
+    deps: Dependencies, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a schedule on `default` created when its id was derived from its key alone
+    body = {"queue": "default", "rate": "1 hour", "idempotency_key": "nightly"}
+    with monkeypatch.context() as patch:
+        patch.setattr(schedule_service, "schedule_id_for", lambda _, key: legacy_schedule_id(key))
+        old = deps.schedules.create(CreateSchedule.model_validate(body)).schedule
+    assert old.id == legacy_schedule_id("nightly") != schedule_id_for("default", "nightly")
+    # Then its id still addresses it
+    assert deps.schedules.get(old.id).schedule.queue == "default"
+    # And a repeat create on its queue finds it (no second schedule), a changed one conflicts
+    again = deps.schedules.create(CreateSchedule.model_validate(body))
+    assert (again.created, again.schedule.id) == (False, old.id)
+    with pytest.raises(Conflict):
+        deps.schedules.create(CreateSchedule.model_validate({**body, "rate": "2 hours"}))
+    # And another queue's create with that key makes its own schedule, as if there were none
+    other = deps.schedules.create(CreateSchedule.model_validate({**body, "queue": "email"}))
+    assert other.created and other.schedule.id == schedule_id_for("email", "nightly")
+    assert deps.schedules.get(old.id).schedule.state is ScheduleState.ACTIVE
 
 
 def test_write_units_per_occurrence(deps: Dependencies, clock: ManualClock) -> None:

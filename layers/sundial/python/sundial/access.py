@@ -177,6 +177,11 @@ class AccessPolicy(BaseModel):
     def allows(self, caller: Caller, permission: Permission, queue: str) -> bool:
         return self.of(queue).allows(caller, permission)
 
+    def allows_anything(self, caller: Caller, queue: str) -> bool:
+        """Whether `caller` holds any permission at all on `queue`."""
+        access = self.of(queue)
+        return any(access.allows(caller, permission) for permission in Permission)
+
     def allows_everywhere(
         self, caller: Caller, permission: Permission, queues: Iterable[str]
     ) -> bool:

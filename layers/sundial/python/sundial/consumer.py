@@ -35,7 +35,7 @@ def process_deps() -> LifecycleDeps:
     # service, which a consumer's cold start should not pay for before it has a job.
     from sundial.wiring import dependencies  # noqa: PLC0415
 
-    return dependencies().attempts.deps
+    return dependencies().consumer_lifecycle
 
 
 class JobConsumer(_JobConsumer):

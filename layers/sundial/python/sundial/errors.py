@@ -84,12 +84,26 @@ class TooLargeForQueue(SundialError):
 
 class SubmissionRateExceeded(SundialError):
     """The queue has admitted its max_submissions_per_second in this second; nothing was written
-    (HTTP 429 with Retry-After)."""
+    (HTTP 429 with Retry-After). `at_once`: the jobs a request writes together when it is more
+    than a second admits (a schedule's first occurrences), counted over the seconds after."""
 
-    def __init__(self, queue: str, *, limit_per_second: int, retry_after_s: int) -> None:
+    def __init__(
+        self,
+        queue: str,
+        *,
+        limit_per_second: int,
+        retry_after_s: int,
+        at_once: int | None = None,
+    ) -> None:
+        spread = (
+            f"; this request writes {at_once} jobs at once, which take the quota of the next "
+            f"{-(-at_once // limit_per_second)} seconds"
+            if at_once is not None
+            else ""
+        )
         super().__init__(
-            f"queue {queue!r} accepts at most {limit_per_second} submissions per second; "
-            f"nothing was written, retry after {retry_after_s} s"
+            f"queue {queue!r} accepts at most {limit_per_second} submissions per second"
+            f"{spread}; nothing was written, retry after {retry_after_s} s"
         )
         self.queue = queue
         self.limit_per_second = limit_per_second

@@ -41,9 +41,13 @@ class QueueQuota(BaseModel):
     batch of 25 counts 25, a DAG each of its nodes on this queue) over fixed one-second windows
     of the clock. A request over it is refused whole with 429 and a Retry-After, and nothing
     is written. Why: one team's burst must not take the table's write capacity or the
-    sweepers' time from the others. Schedule occurrences, retries and dead-letter replays are
-    not counted: they are jobs already admitted (a schedule's occurrences are bounded by its
-    own cadence, at most one every 10 seconds).
+    sweepers' time from the others. Every other API call that makes jobs appear on the queue
+    counts too: a schedule's create, update and resume (the occurrences it writes at once:
+    those due within 15 minutes and the next; more than a second admits are counted over the
+    seconds after), a move or run-now (1), a retry by id and each job of a dead-letter replay
+    (1). The occurrences the sweepers write as schedules go on are not (one per occurrence, at
+    most one every 10 seconds per schedule): `max_dispatch_per_second` paces those
+    (sundial.services.admission lists every path and why).
     `max_payload_bytes`: the largest payload (compact UTF-8 JSON) a job of this queue may carry,
     at most the API's MAX_STORED_PAYLOAD_BYTES (a job's payload over MAX_PAYLOAD_BYTES is stored in
     S3; a schedule's or a DAG node's may not be); a larger one is refused with 413 (the same payload

@@ -41,10 +41,11 @@ below its shard's cursor unless the same operation owns sending it. Where it is 
 
 Other write sequences and what they interleave with:
 - Authorization (sundial.api.authorization) adds no write. A route addressed by id may read the
-  item first to learn its queue, then the route does what it always did. A job's, DAG node's or
-  schedule's queue is written once, when the item is created, and never changed, so whatever
-  runs between the read and the route's own conditional writes cannot make the check stale; a
-  403 is raised before the route runs, so it writes nothing.
+  item first to learn its queue, then the route does what it always did (a DAG node's cancel
+  also reads its DAG's nodes, for the queues its cascade may reach). A job's, DAG node's or
+  schedule's queue is written once, when the item is created, and never changed, nor is a DAG's
+  shape, so whatever runs between the read and the route's own conditional writes cannot make
+  the check stale; a 403 is raised before the route runs, so it writes nothing.
 - A queue's catch-up (a resume, or a sweeper finishing one) takes each held job (`direct`, a
   conditional write) before sending it. Two overlapping catch-ups: the second leaves a job the
   first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the `held` list, so it
@@ -62,6 +63,20 @@ Other write sequences and what they interleave with:
   A resume that lands first makes the park fail; the parker decides again (the occurrence fires)
   and a pause answers 409 "resumed while this pause ran". So a resumed schedule never keeps a
   parked occurrence, whatever the order of pause, resume and sweep.
+  A pause parks all its occurrences (those sent for a time still ahead, and the waiting head)
+  in as few transactions as TransactWriteItems takes: the check and up to 99 parks in each
+  (ScheduleStore.park_all; one transaction for the densest schedule, every 10 s: at most 91
+  occurrences in 15 minutes; it was one per occurrence). The rule holds per transaction:
+  - A resume landing between two of them: the earlier ones are written and the later ones fail
+    their check (409). The resume flips the state first and reads the occurrences after, so it
+    sees every park written before its flip and releases it; none is written after it.
+  - An occurrence that stops being parkable while the pause runs (a consumer took it, a cancel,
+    a sweep's own park) fails its entry: the whole transaction is cancelled, and written again
+    without it (it is left as the other write made it, as a lone park that failed would have
+    left it). Each round leaves one out, so the rounds end. The pause parks only what it read
+    as parkable, so such a round is rare.
+  - A crash between two transactions leaves the earlier parks and a paused schedule: what a
+    crash after some of the one-by-one parks left. Pausing again repeats the work.
 - An update of a schedule (PATCH, ScheduleService.update) replaces the chain's head H, the one
   occurrence no run record decides yet, in ONE transaction (ScheduleStore.revise): the schedule's
   new settings, conditional on the revision read and on not being deleted; H's run record,
@@ -128,6 +143,26 @@ Other write sequences and what they interleave with:
   window are serialised on the counter item by DynamoDB: one is counted, the other refused
   whole, never both over the limit. The window comes from the clock (now // 1 s) and only ever
   selects an item: a window a clock step skipped is simply never counted in.
+  The other calls that make jobs appear on a queue count the same way, each before its first
+  write (issue 25, item 8; what each counts: services.admission): a schedule's create (before
+  its create transaction), update (before the first round's transaction; a round lost to a race
+  reads again and is not counted again) and resume (from a read of its paused occurrences
+  before the write that marks it resuming; its work reads them again after that write, so a
+  sweep parking the head in between is sent all the same, and counted the same); a move and a
+  run-now (after the job is read and found movable, before its payload's S3 put and its
+  transaction); a retry by id (before its chain step and requeue; a job found in a state that
+  cannot be retried is a 409, uncounted) and so each job of a dead-letter replay (the replay
+  stops at a refusal: the letters after it are kept, untouched). A refusal writes nothing, and a
+  crash after a count only uses quota, as for submit: the client's repeat is counted again
+  unless it finds the first call's work done (a schedule's repeat create, or an update that
+  changes nothing, counts nothing). More jobs at once than a second admits (a schedule's
+  occurrences within the direct window) are counted over the following seconds: one consistent
+  Query of the lane's windows from now on, then ONE TransactWriteItems adding to each, each
+  conditional on its room as for a single window. A take or another spread landing on one of
+  those windows between the read and the transaction makes a condition fail (or the
+  transaction conflict): nothing is written and the call is a 429; so no window ever passes its
+  limit and a spread is all or nothing. Only a spread writes a window ahead of the clock, and
+  at most MAX_SPREAD_S ahead, so the read covers every window that can hold a count.
 - The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails
@@ -339,6 +374,19 @@ age (a pause has no limit). Interleavings:
   references, after the fence and before the function; a missing or altered object fails the
   attempt without a retry (the job goes dead, its envelope to the DLQ), an S3 outage fails the
   delivery (SQS redelivers).
+
+DEFERRED SENDS. A DAG node released by a consumer Lambda onto a paused queue
+(services.deferral): a consumer's role may not write the queue's state (stacks/consumers.py),
+so it cannot record the node for the queue's catch-up (`held`). It releases the node `queued`
+and `direct` (no sweep sends it) and puts a retry timer for its first attempt DEFERRED_SEND
+ahead, more than DIRECT_WINDOW: no sweep can have passed the timer, and it is an ordinary
+pending job of the queue, so the sweeper sends it at its time once the queue runs, or the
+queue's catch-up does (it lies above the cursors at the pause). Either way the node's message
+comes from the timer, at the resume or DEFERRED_SEND after the release, whichever is later; the
+fence admits the queued node's first attempt. A repeat (the parent's redelivery) writes the
+same timer (its key is derived from the node, attempt and time), or, a second later, another:
+one more message of the attempt, which its holder rule runs once. A node released onto a
+running queue is sent at once, as always.
 """
 
 from __future__ import annotations
@@ -360,6 +408,8 @@ CLOCK_SKEW_MS = 5_000
 # The longest a Lambda function runs (its hard timeout): a consumer's lease on an attempt when
 # its deadline is unknown, and the lease of an attempt taken before holders were recorded.
 LEGACY_RUNNER_MS = 15 * 60 * 1000
+# A consumer's deferred send of a DAG node released onto a paused queue: a timer this far ahead.
+DEFERRED_SEND_MS = DIRECT_WINDOW_MS + 1_000
 
 assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS

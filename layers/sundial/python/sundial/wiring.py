@@ -1,7 +1,8 @@
 """Builds the real collaborators (boto3 clients, store, sender, services) once per process.
 
 Handlers call `dependencies()`. Tests and the local runtime call `configure()` to swap the clock
-or the environment; nothing else is global.
+or the environment; nothing else is global. (Over 450 lines: it is the one composition root,
+a few lines per collaborator, and splitting it would split the one place they are wired.)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sundial.services.chain import OccurrenceChain
 from sundial.services.dag_progress import DagProgress
 from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
+from sundial.services.deferral import DeferredSends
 from sundial.services.direct import DirectSender
 from sundial.services.job_listing import JobListing
 from sundial.services.job_retention import JobRetention
@@ -107,6 +109,11 @@ class Dependencies:
     def _dynamodb(self) -> Any:
         return self._client("dynamodb")
 
+    @property
+    def dynamodb(self) -> Any:
+        """The DynamoDB client every store of this set shares (a test may hook its calls)."""
+        return self._dynamodb
+
     @cached_property
     def store(self) -> JobStore:
         return JobStore(self._dynamodb, self.settings.table_name)
@@ -132,10 +139,13 @@ class Dependencies:
         return IdempotencyKeys(self._dynamodb, self.settings.table_name)
 
     @cached_property
+    def sqs(self) -> Any:
+        """The SQS client the senders share (a test may hook its calls)."""
+        return self._client("sqs")
+
+    @cached_property
     def sender(self) -> QueueSender:
-        return QueueSender(
-            self._client("sqs"), self.settings.queue_urls, self.settings.priority_queue_urls
-        )
+        return QueueSender(self.sqs, self.settings.queue_urls, self.settings.priority_queue_urls)
 
     @cached_property
     def payloads(self) -> PayloadStore | None:
@@ -150,7 +160,7 @@ class Dependencies:
 
     @cached_property
     def dead_letter_sender(self) -> QueueSender:
-        return QueueSender(self._client("sqs"), self.settings.dead_letter_urls)
+        return QueueSender(self.sqs, self.settings.dead_letter_urls)
 
     @cached_property
     def jobs(self) -> JobService:
@@ -286,6 +296,49 @@ class Dependencies:
                 dags=lambda: self.dag_progress,
                 payloads=self.payloads,
             )
+        )
+
+    @cached_property
+    def consumer_lifecycle(self) -> LifecycleDeps:
+        """The consumer SDK's collaborators (sundial.consumer): the lifecycle every runner has,
+        within what a consumer Lambda's role allows (stacks/consumers.py): its updates of job
+        items ask back only what they wrote and read the item after (read_back), and a DAG
+        node it releases onto a paused queue is deferred with a timer (services.deferral)
+        instead of being recorded in the queue's state, which it may not write."""
+        return LifecycleDeps(
+            store=self._consumer_store,
+            attempt_store=AttemptStore(self._dynamodb, self.settings.table_name, read_back=True),
+            queues=self.sender,
+            dead_letters=self.dead_letter_sender,
+            settings=self.settings,
+            clock=self.clock,
+            rng=self._random(),
+            dags=lambda: self.consumer_dag_progress,  # built on the first DAG node
+            payloads=self.payloads,
+        )
+
+    @cached_property
+    def _consumer_store(self) -> JobStore:
+        return JobStore(self._dynamodb, self.settings.table_name, read_back=True)
+
+    @cached_property
+    def consumer_dag_nodes(self) -> DagNodeStore:
+        return DagNodeStore(self._dynamodb, self.settings.table_name, read_back=True)
+
+    @cached_property
+    def consumer_dag_progress(self) -> DagProgress:
+        return DagProgress(
+            store=self._consumer_store,
+            nodes=self.consumer_dag_nodes,
+            sender=self.sender,
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+            inline_results_bytes=MAX_RESULT_BYTES,
+            deferral=DeferredSends(
+                store=self._consumer_store,
+                queue_states=self.queue_states,
+                clock=self.clock,
+            ),
         )
 
     @cached_property

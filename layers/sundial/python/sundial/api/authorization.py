@@ -11,6 +11,13 @@ account has every permission) is let through without reading it; any other calle
 read of the item first (the queue of a job, DAG or schedule never changes, so the read cannot
 go stale before the write). An unknown id answers 404 as it would without the check. The item
 read is kept for the route (`authorized_item`), so a GET answers from it and reads it once.
+
+A schedule's id can be derived by anyone from its queue and idempotency key
+(sundial.model.schedule), so a 403 for it would tell a stranger that the queue has a schedule
+with that key. A caller with no permission at all on a schedule's queue is answered as if the
+schedule did not exist (404, the same message); one with some permission on the queue (its team)
+gets the 403 naming what it lacks. Job and DAG ids are random: their 403s stay, which say what
+to ask for.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, 
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from sundial.access import Caller, Permission
-from sundial.errors import Forbidden
+from sundial.errors import Forbidden, ScheduleNotFound, SundialError
 from sundial.wiring import Dependencies, dependencies
 
 _Item = TypeVar("_Item")
@@ -66,6 +73,14 @@ def _job_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[s
     return job, [job.queue]
 
 
+def _cancelled_job_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
+    """A job's cancel reaches, for a DAG node whose DAG cancels descendants, every node
+    downstream of it, on whatever queue: the caller needs the permission on those queues too
+    (sundial.services.dag_progress, "Who may start a cascade")."""
+    job = deps.jobs.get(args["job_id"])
+    return job, [job.queue, *deps.dag_progress.cascade_queues(job)]
+
+
 def _dag_item(args: dict[str, Any], deps: Dependencies) -> tuple[Any, Iterable[str]]:
     dag = deps.dags.get(args["dag_id"])
     return dag, [node.queue for node in dag.nodes]
@@ -83,6 +98,9 @@ class RouteRule:
     # A route addressed by id finds its queues by reading the item instead (skipped for a
     # caller allowed on every queue).
     item: ItemLocator | None = None
+    # For items whose ids others can derive: the not-found error a caller with no permission
+    # at all on the item's queue gets instead of a 403 (see the module docstring).
+    unknown: Callable[[dict[str, Any]], SundialError] | None = None
 
 
 _READ, _SUBMIT, _CONTROL, _WORK, _ADMIN = (
@@ -103,7 +121,11 @@ def _dag(permission: Permission) -> RouteRule:
 
 
 def _schedule(permission: Permission) -> RouteRule:
-    return RouteRule(permission, item=_schedule_item)
+    return RouteRule(
+        permission,
+        item=_schedule_item,
+        unknown=lambda args: ScheduleNotFound(args["schedule_id"]),
+    )
 
 
 # (method, route as in openapi.json) -> what it needs. tests/handlers/test_authorization.py
@@ -112,7 +134,8 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("POST", "/jobs"): RouteRule(_SUBMIT, _body_queue),
     ("POST", "/jobs/batch"): RouteRule(_SUBMIT, _batch_queues),
     ("GET", "/jobs/{job_id}"): _job(_READ),
-    ("DELETE", "/jobs/{job_id}"): _job(_CONTROL),
+    # A DAG node's cancel may cascade to its descendants: control on their queues too.
+    ("DELETE", "/jobs/{job_id}"): RouteRule(_CONTROL, item=_cancelled_job_item),
     ("POST", "/jobs/{job_id}/retry"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/pause"): _job(_CONTROL),
     ("POST", "/jobs/{job_id}/resume"): _job(_CONTROL),
@@ -178,6 +201,8 @@ def authorize(caller: Caller | None, rule: RouteRule, args: dict[str, Any]) -> A
     item, touched = rule.item(args, deps) if rule.item else (None, rule.queues(args, deps))
     for queue in sorted(set(touched)):
         if not policy.allows(caller, rule.permission, queue):
+            if rule.unknown is not None and not policy.allows_anything(caller, queue):
+                raise rule.unknown(args)
             raise Forbidden(
                 f"{caller.described()} lacks '{rule.permission}' on queue '{queue}'",
                 queue=queue,

@@ -16,7 +16,7 @@ from sundial.api.models import (
     ReplayRequest,
     ReplayResult,
 )
-from sundial.api.routes import _INVALID, _documented, metrics, time_query
+from sundial.api.routes import _INVALID, RATE_LIMITED, _documented, metrics, time_query
 from sundial.services.dead_letters import MAX_PER_REQUEST, DeadLetterFilter
 from sundial.store.dead_letters import MAX_PAGE
 from sundial.wiring import dependencies
@@ -61,9 +61,17 @@ def browse_dead_letters(  # noqa: PLR0917 - Powertools passes query parameters b
     description="Re-queues the dead jobs among the queue's dead letters, all of them (no body, "
     "or {}) or those in a time range, of an error type or of one job, and removes their "
     "letters. "
-    "Repeating a replay never runs a job twice: a job that is no longer dead is skipped.",
+    "Repeating a replay never runs a job twice: a job that is no longer dead is skipped. On a "
+    "queue with a max_submissions_per_second each re-queued job counts as a submission: a "
+    "request stops with `more` when the second's window is full (a 429 if it re-queued "
+    "nothing).",
     tags=["dead letters"],
-    responses={200: _documented(ReplayResult, "Replayed"), 400: _INVALID, 404: _UNKNOWN_QUEUE},
+    responses={
+        200: _documented(ReplayResult, "Replayed"),
+        400: _INVALID,
+        404: _UNKNOWN_QUEUE,
+        429: RATE_LIMITED,
+    },
 )
 def replay_dead_letters(queue: QueueName, request: ReplayRequest | None = None) -> ReplayResult:
     request = request or ReplayRequest()  # no body: every dead letter, as with {}

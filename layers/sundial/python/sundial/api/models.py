@@ -103,8 +103,16 @@ class JobDetail(JobSummary):
     )
     result: JsonValue = Field(default=None, description="What the consumer returned (≤ 16 KiB)")
     last_error: AttemptErrorView | None = None
+    failed_attempts: list[AttemptErrorView] = Field(
+        default_factory=list,
+        description="Every failed attempt's error, oldest first (empty for a job that never "
+        "failed). The job's whole history, every state change, is the job history in S3",
+    )
     history: list[AttemptErrorView] = Field(
-        default_factory=list, description="Every failed attempt, oldest first"
+        default_factory=list,
+        description="Deprecated: the same list as failed_attempts, under its first name (kept "
+        "for existing clients). Failed attempts only, not the job's whole history",
+        json_schema_extra={"deprecated": True},
     )
     dag_id: str | None = Field(default=None, description="For a DAG node: GET /dags/{id}")
     dag_node: str | None = Field(default=None, description="For a DAG node: its name")
@@ -135,6 +143,7 @@ class JobDetail(JobSummary):
             schedule_id=job.schedule_id,
             result=json.loads(job.result_json) if job.result_json is not None else None,
             last_error=AttemptErrorView.of(job.last_error) if job.last_error else None,
+            failed_attempts=[AttemptErrorView.of(error) for error in job.history],
             history=[AttemptErrorView.of(error) for error in job.history],
             dag_id=job.dag.dag_id if job.dag else None,
             dag_node=job.dag.node if job.dag else None,

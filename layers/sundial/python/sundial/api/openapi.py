@@ -200,12 +200,19 @@ def _document_permissions(document: dict[str, Any]) -> None:
     """Each operation's permission (sundial.api.authorization) and its 403."""
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
-            permission = ROUTE_RULES[(method.upper(), path)].permission
+            rule = ROUTE_RULES[(method.upper(), path)]
+            permission = rule.permission
             operation["x-sundial-permission"] = permission.value
+            hidden = (
+                " (a caller with no permission at all on the item's queue gets a 404, as for an"
+                " unknown id)"
+                if rule.unknown is not None
+                else ""
+            )
             operation["responses"]["403"] = {
                 "description": f"The caller lacks '{permission}' on a queue the request "
-                "touches (named in the message), or the request carries no IAM identity; "
-                "nothing was changed",
+                f"touches (named in the message){hidden}, or the request carries no IAM "
+                "identity; nothing was changed",
                 "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
                 },

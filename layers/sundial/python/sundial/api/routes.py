@@ -165,7 +165,8 @@ _CHANGE_CONFLICT = _documented(
     "(handed to SQS, not yet taken by a runner: its message is then skipped). The job keeps its "
     "id. A time within 15 minutes (or in the past: now) hands it to SQS at once; a later one "
     "waits for the sweepers. One DynamoDB transaction: a racing claim, cancel or change makes "
-    "it a 409 or a retry, never two jobs or none. GET shows every change under `moves`.",
+    "it a 409 or a retry, never two jobs or none. GET shows every change under `moves`. Counted "
+    "as one submission on a queue with a max_submissions_per_second.",
     tags=["jobs"],
     responses={
         200: _documented(JobDetail, "Changed: the job as it is now"),
@@ -173,6 +174,7 @@ _CHANGE_CONFLICT = _documented(
         404: _UNKNOWN,
         409: _CHANGE_CONFLICT,
         413: TOO_LARGE_FOR_QUEUE,
+        429: RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; repeat the request"),
     },
 )
@@ -193,6 +195,7 @@ def change_job(job_id: JobId, change: ChangeJob) -> JobDetail:
         400: _INVALID,
         404: _UNKNOWN,
         409: _CHANGE_CONFLICT,
+        429: RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; repeat the request"),
     },
 )
@@ -206,13 +209,15 @@ def run_job_now(job_id: JobId) -> JobDetail:
     "/jobs/<job_id>/retry",
     summary="Retry a job",
     description="Re-queues a dead, failed or cancelled job to run now, with its queue's "
-    "attempt budget again. Any other status is a 409, so repeating a retry runs nothing twice.",
+    "attempt budget again. Any other status is a 409, so repeating a retry runs nothing twice. "
+    "Counted as one submission on a queue with a max_submissions_per_second.",
     tags=["jobs"],
     responses={
         200: _documented(JobSummary, "Re-queued"),
         400: _INVALID,
         404: _UNKNOWN,
         409: _documented(ErrorBody, "The job is pending, queued, running or succeeded"),
+        429: RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; retry the request"),
     },
 )

@@ -10,12 +10,13 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, Field, JsonValue
 
 from sundial.api.authorization import authorized_item
 from sundial.api.models import ErrorBody
-from sundial.api.routes import _INVALID, _documented, metrics
+from sundial.api.routes import _INVALID, RATE_LIMITED, _documented, metrics
 from sundial.clock import to_rfc3339
 from sundial.errors import InvalidInput
 from sundial.model.job import Priority, Status
@@ -31,7 +32,7 @@ from sundial.model.schedule import (
 from sundial.model.submission import parse_rfc3339
 from sundial.retry import RetryPolicy
 from sundial.services.cursors import MAX_LISTING_PAGE
-from sundial.services.schedules import RunView, ScheduleView
+from sundial.services.schedules import RunsWhen, RunView, ScheduleView
 from sundial.wiring import dependencies
 
 ScheduleId = Annotated[
@@ -39,7 +40,26 @@ ScheduleId = Annotated[
 ]
 
 schedules_router = Router()  # type: ignore[no-untyped-call]
-_UNKNOWN = _documented(ErrorBody, "Unknown schedule")
+# A schedule call counts the occurrences it writes at once (sundial.services.admission).
+_SCHEDULE_TOO_LARGE = _documented(
+    ErrorBody,
+    "Larger than its queue accepts: a payload over the queue's max_payload_bytes, or more "
+    "occurrences written at once (those due within 15 minutes) than the queue's "
+    "max_submissions_per_second admits in 100 seconds; names the field, the queue and the "
+    "limit. Nothing was written",
+)
+_SCHEDULE_RATE_LIMITED: OpenAPIResponse = {
+    **RATE_LIMITED,
+    "description": "The queue's max_submissions_per_second has no room for the occurrences "
+    "this call writes at once (every one due within 15 minutes, and the next; more than a "
+    "second admits are counted over the seconds after): names the queue, the limit and the "
+    "count; nothing was written. Repeat the request after Retry-After",
+}
+_UNKNOWN = _documented(
+    ErrorBody,
+    "Unknown schedule; also the answer, word for word, to a caller with no permission at all "
+    "on the schedule's queue (a schedule's id can be derived from its queue and key)",
+)
 
 
 def _time(ms: int | None) -> str | None:
@@ -70,12 +90,19 @@ class RunDetail(RunSummary):
     status: Status | None = Field(description="The job's status now; null once it has expired")
     attempts: int | None = None
     finished_at: str | None = None
+    upcoming: bool = Field(
+        default=False,
+        description="true while the occurrence's time is still ahead: decided (an occurrence "
+        "due within 15 minutes is handed to SQS early, with a delay, and says `fired`) but not "
+        "yet run; false once its time has come",
+    )
 
     @classmethod
     def of_view(cls, view: RunView) -> RunDetail:
         job = view.job
         return cls(
             **RunSummary.of(view.run).model_dump(),
+            upcoming=view.upcoming,
             status=job.status if job else None,
             attempts=job.attempts if job else None,
             finished_at=_time(job.finished_at_ms) if job else None,
@@ -130,8 +157,9 @@ class ScheduleDetail(ScheduleSummary):
         description="The next occurrence from now; null while paused or once ended"
     )
     last_run: RunSummary | None = Field(
-        description="The latest occurrence dispatched (or skipped); those due within 15 "
-        "minutes are dispatched ahead, with SQS delays"
+        description="The latest occurrence whose time has come (dispatched or skipped); never "
+        "one still ahead (those due within 15 minutes are dispatched early, with SQS delays: "
+        "GET /schedules/{id}/runs?when=upcoming lists them)"
     )
 
     @classmethod
@@ -185,18 +213,18 @@ def _json(status: int, model: BaseModel) -> Response[str]:
     "/schedules",
     summary="Create a recurring schedule",
     description="Every occurrence is an ordinary job on `queue`. Give exactly one of `cron` "
-    "or `rate`. An occurrence due within 15 minutes is sent by this call.",
+    "or `rate`. An occurrence due within 15 minutes is sent by this call. On a queue with a "
+    "max_submissions_per_second, the occurrences this call writes at once (every one due within "
+    "15 minutes, and the next) count against it: start the schedule 15 minutes ahead "
+    "(`start_at`) and it writes one.",
     tags=["schedules"],
     responses={
         201: _documented(ScheduleDetail, "Created"),
         200: _documented(ScheduleDetail, "The earlier schedule with this idempotency_key"),
         400: _INVALID,
-        409: _documented(ErrorBody, "idempotency_key reused for another schedule"),
-        413: _documented(
-            ErrorBody,
-            "The payload is over its queue's max_payload_bytes: names the queue, the size and "
-            "the limit; nothing was written",
-        ),
+        409: _documented(ErrorBody, "idempotency_key reused on this queue for another schedule"),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; retry (with an idempotency_key)"),
     },
 )
@@ -246,7 +274,9 @@ def get_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
 @schedules_router.get(
     "/schedules/<schedule_id>/runs",
     summary="List a schedule's runs",
-    description="Newest first, each with its job's current status. Page with `before`.",
+    description="Newest first, each with its job's current status and whether its time is "
+    "still ahead (`upcoming`). Page with `before`; `when=past` lists only the runs whose time "
+    "has come, `when=upcoming` only those decided ahead of their time.",
     tags=["schedules"],
     responses={200: _documented(RunsPage, "A page of runs"), 400: _INVALID, 404: _UNKNOWN},
 )
@@ -257,6 +287,10 @@ def list_runs(
         str | None,
         Query(max_length=40, description="Only runs scheduled before this time (RFC 3339)"),
     ] = None,
+    when: Annotated[
+        RunsWhen | None,
+        Query(description="past: only runs whose time has come; upcoming: only those ahead"),
+    ] = None,
 ) -> RunsPage:
     before_ms = None
     if before is not None:
@@ -264,7 +298,9 @@ def list_runs(
             before_ms = parse_rfc3339(before)
         except ValueError as error:
             raise InvalidInput("before", str(error)) from None
-    runs, more = dependencies().schedules.runs(schedule_id, limit=limit, before_ms=before_ms)
+    runs, more = dependencies().schedules.runs(
+        schedule_id, limit=limit, before_ms=before_ms, when=when
+    )
     return RunsPage(runs=[RunDetail.of_view(r) for r in runs], next_before=_time(more))
 
 
@@ -287,13 +323,16 @@ def pause_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
     "/schedules/<schedule_id>/resume",
     summary="Resume a paused schedule",
     description="Occurrences still ahead run at their time; missed ones follow the misfire "
-    "policy (fire_once: one runs now; skip: none); then the normal cadence.",
+    "policy (fire_once: one runs now; skip: none); then the normal cadence. On a queue with a "
+    "max_submissions_per_second, the occurrences it sends (again) count against it.",
     tags=["schedules"],
     responses={
         200: _documented(ScheduleDetail, "Active again"),
         400: _INVALID,
         404: _UNKNOWN,
         409: _documented(ErrorBody, "The schedule is not paused"),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; resume again to finish"),
     },
 )
@@ -326,9 +365,8 @@ def resume_schedule(schedule_id: ScheduleId) -> ScheduleDetail:
             "The schedule is deleted or has ended, or kept changing under this update; "
             "nothing was written",
         ),
-        413: _documented(
-            ErrorBody, "The payload is over its queue's max_payload_bytes; nothing was written"
-        ),
+        413: _SCHEDULE_TOO_LARGE,
+        429: _SCHEDULE_RATE_LIMITED,
         503: _documented(ErrorBody, "AWS was unavailable; update again to finish"),
     },
 )

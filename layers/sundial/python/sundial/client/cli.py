@@ -3,23 +3,20 @@
 sundial jobs submit --queue email --in 10m --payload @job.json
 sundial jobs get JOB_ID --json | jq .status
 sundial dead replay email --since 2026-11-21T00:00:00Z
+sundial dead replay email --job-id JOB_ID
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import typing
 import webbrowser
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
-
-from pydantic import BaseModel
 
 from sundial.client.client import ReplayProgress, SundialClient
 from sundial.client.errors import (
@@ -34,14 +31,17 @@ from sundial.client.errors import (
     SundialError,
 )
 from sundial.client.models import (
+    ApiModel,
     DagDetail,
     DagSummary,
     DeadLetterView,
     ListedJob,
+    PurgeResult,
     RunsPage,
     ScheduleSummary,
     Status,
 )
+from sundial.client.output import Output, format_time, summary
 from sundial.client.transport import LOCAL_API, Transport
 from sundial.client.ui.server import DEFAULT_PORT as DEFAULT_UI_PORT
 from sundial.client.ui.server import UiServer
@@ -67,11 +67,14 @@ _EXIT_CODES: list[tuple[type[SundialError], int]] = [
 ]
 
 EPILOG = f"""\
-API: --api URL, else $SUNDIAL_API, else the local runtime ({LOCAL_API}, `make run`).
+API: --api URL, else $SUNDIAL_API, else the local runtime (`make run`) at $SUNDIAL_HOST and
+$SUNDIAL_API_PORT, as `make run` reads them ({LOCAL_API} unless set).
 HTTPS URLs are SigV4-signed with your AWS credentials (the standard chain); failed requests
 are retried with backoff where repeating them is safe (submits carry an idempotency key).
 
-Output: tables for people; --json prints the API's JSON (one object per line for lists).
+Output: tables for people (times as the API writes them, RFC 3339 UTC with milliseconds);
+--json prints the API's JSON as the API sent it: one object a line for lists, and each
+answer on its own line for commands that make several requests (dead replay, dead purge).
 
 Exit codes:
   0  ok
@@ -114,80 +117,6 @@ def read_json(value: str, what: str) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise UsageError(f"{what}: not JSON ({error}); give JSON or @file.json") from error
-
-
-# -- output ---------------------------------------------------------------------------------
-
-
-class Output:
-    """Tables for people (rich if installed, plain columns otherwise), or JSON for scripts."""
-
-    def __init__(self, *, as_json: bool, stdout: IO[str], stderr: IO[str]) -> None:
-        self.as_json = as_json
-        self.stdout = stdout
-        self.stderr = stderr
-
-    def item(self, model: BaseModel, title: str) -> None:
-        if self.as_json:
-            self.line(model.model_dump_json())
-            return
-        fields = model.model_dump(mode="json", exclude_none=True)
-        rows = [[key, _text(value)] for key, value in fields.items() if not _is_empty(value)]
-        self.table(title, ["field", "value"], rows)
-
-    def line(self, text: str) -> None:
-        print(text, file=self.stdout, flush=True)
-
-    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        try:
-            from rich.console import Console  # noqa: PLC0415 - optional: plain text without it
-            from rich.table import Table  # noqa: PLC0415
-        except ImportError:
-            self._plain_table(title, columns, rows)
-            return
-        table = Table(title=title, title_justify="left")
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*row)
-        Console(file=self.stdout, width=max(100, _terminal_width())).print(table)
-
-    def _plain_table(
-        self, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]
-    ) -> None:
-        widths = [max(len(str(c)), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-        self.line(title)
-        for row in [list(columns), *rows]:
-            self.line("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
-
-    def error(self, error: SundialError) -> None:
-        if self.as_json:
-            body = {
-                "status": error.status,
-                "message": error.message,
-                "errors": [e.model_dump() for e in error.errors],
-            }
-            print(json.dumps(body), file=self.stderr)
-            return
-        status = f" ({error.status})" if error.status is not None else ""
-        print(f"error{status}: {error.message}", file=self.stderr)
-        for field_error in error.errors:
-            print(f"  {field_error.field}: {field_error.reason}", file=self.stderr)
-
-
-def _terminal_width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 100
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _is_empty(value: Any) -> bool:
-    return value in ([], {})
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -247,10 +176,11 @@ def _by_id(action: str, kind: str) -> Command:
 
 def _show_dag(dag: DagDetail, out: Output) -> None:
     if out.as_json:
-        out.line(dag.model_dump_json())
+        out.line(dag.api_json())
         return
-    summary = dag.model_dump(mode="json", exclude={"nodes"}, exclude_none=True)
-    out.table(f"dag {dag.id}", ["field", "value"], [[k, _text(v)] for k, v in summary.items()])
+    fields = json.loads(dag.api_json())
+    rows = [[k, summary(v)] for k, v in fields.items() if k != "nodes" and v is not None]
+    out.table(f"dag {dag.id}", ["field", "value"], rows)
     rows = [
         [name, node.status, node.queue, ", ".join(node.depends_on), str(node.attempts), node.id]
         for name, node in dag.nodes.items()
@@ -295,13 +225,16 @@ def _schedules_update(client: SundialClient, args: argparse.Namespace, out: Outp
 
 
 def _schedules_runs(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
-    page: RunsPage = client.schedule_runs(args.id, limit=args.limit, before=args.before)
+    page: RunsPage = client.schedule_runs(
+        args.id, limit=args.limit, before=args.before, when=args.when
+    )
     if out.as_json:
-        out.line(page.model_dump_json())
+        out.line(page.api_json())
         return
     rows = [
         [
-            run.scheduled_for.isoformat(),
+            format_time(run.scheduled_for),
+            "upcoming" if run.upcoming else "past",
             run.outcome,
             run.status or "",
             str(run.attempts or 0),
@@ -309,9 +242,10 @@ def _schedules_runs(client: SundialClient, args: argparse.Namespace, out: Output
         ]
         for run in page.runs
     ]
-    out.table(f"runs of {args.id}", ["scheduled for", "outcome", "status", "attempts", "job"], rows)
+    columns = ["scheduled for", "when", "outcome", "status", "attempts", "job"]
+    out.table(f"runs of {args.id}", columns, rows)
     if page.next_before is not None:
-        out.line(f"older runs: --before {page.next_before.isoformat()}")
+        out.line(f"older runs: --before {format_time(page.next_before)}")
 
 
 def _dags_submit(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
@@ -335,7 +269,7 @@ def _dead_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
     _show_all(out, letters, args.limit, title=title, columns=columns, row=_letter_row)
 
 
-Listed = TypeVar("Listed", bound=BaseModel)
+Listed = TypeVar("Listed", bound=ApiModel)
 
 
 def _show_all(
@@ -347,22 +281,18 @@ def _show_all(
     columns: Sequence[str],
     row: Callable[[Listed], list[str]],
 ) -> None:
-    """Every item of a listing (fetched page after page), up to `limit`: a table, or one JSON
-    object a line with --json."""
+    """Every item of a listing (fetched page after page), up to `limit`: a table, or each
+    item's JSON as the API wrote it, one a line, with --json."""
     rows: list[list[str]] = []
     for count, item in enumerate(items, start=1):
         if out.as_json:
-            out.line(item.model_dump_json())
+            out.line(item.api_json())
         else:
             rows.append(row(item))
         if limit is not None and count >= limit:
             break
     if not out.as_json:
         out.table(f"{title}: {len(rows)}", columns, rows)
-
-
-def _time_text(value: datetime | None) -> str:
-    return value.isoformat() if value is not None else ""
 
 
 def _schedules_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
@@ -375,7 +305,7 @@ def _schedules_ls(client: SundialClient, args: argparse.Namespace, out: Output) 
             schedule.name or "",
             every if schedule.timezone == "UTC" else f"{every} ({schedule.timezone})",
             schedule.state,
-            schedule.created_at.isoformat(),
+            format_time(schedule.created_at),
             str(schedule.revision),
         ]
 
@@ -389,7 +319,7 @@ def _dags_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
 
     def row(dag: DagSummary) -> list[str]:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(dag.counts.items()))
-        return [dag.id, dag.name, dag.status, dag.run_at.isoformat(), " ".join(dag.queues), counts]
+        return [dag.id, dag.name, dag.status, format_time(dag.run_at), " ".join(dag.queues), counts]
 
     title = f"DAGs of {args.queue}"
     _show_all(out, client.dags(args.queue), args.limit, title=title, columns=columns, row=row)
@@ -402,8 +332,8 @@ def _jobs_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
     def row(job: ListedJob) -> list[str]:
         attempt = "" if job.attempts is None else str(job.attempts)
         if dead:
-            return [job.id, _time_text(job.dead_at), attempt, job.error_type or ""]
-        return [job.id, _time_text(job.run_at), job.priority or ""]
+            return [job.id, format_time(job.dead_at), attempt, job.error_type or ""]
+        return [job.id, format_time(job.run_at), job.priority or ""]
 
     jobs = client.queue_jobs(args.queue, args.status, since=args.since, until=args.until)
     title = f"{args.status} jobs of {args.queue}"
@@ -413,8 +343,7 @@ def _jobs_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> No
 def _queues_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
     queues = client.list_queues()
     if out.as_json:
-        for queue in queues:
-            out.line(queue.model_dump_json())
+        out.json_lines(queues)
         return
     rows = [
         [
@@ -434,7 +363,7 @@ def _queues_ls(client: SundialClient, args: argparse.Namespace, out: Output) -> 
 def _letter_row(letter: DeadLetterView) -> list[str]:
     attempt = str(letter.attempt) if letter.attempt is not None else ""
     return [
-        letter.dead_at.isoformat(),
+        format_time(letter.dead_at),
         letter.job_id or "",
         attempt,
         letter.error_type,
@@ -446,6 +375,10 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
     on_terminal = out.stderr.isatty()
 
     def show(progress: ReplayProgress) -> None:
+        if out.as_json and progress.answer is not None:
+            out.line(progress.answer.api_json())  # each answer as the API gave it
+        if args.quiet:
+            return
         text = (
             f"replayed {progress.replayed:,}  skipped {progress.skipped:,}  "
             f"unreplayable {progress.unreplayable:,}  ({progress.requests} requests)"
@@ -460,38 +393,44 @@ def _dead_replay(client: SundialClient, args: argparse.Namespace, out: Output) -
         since=args.since,
         until=args.until,
         error_type=args.error_type,
+        job_id=args.job_id,
         limit=args.batch,
-        on_progress=None if args.quiet else show,
+        on_progress=show,
     )
+    if args.job_id is not None and not (total.replayed or total.skipped or total.in_flight):
+        raise NotFound(f"no dead letter of job {args.job_id} among {args.queue}'s")
     if out.as_json:
+        return
+    if args.job_id is not None:
+        out.line(_one_replayed(args.job_id, total))
+        return
+    out.line(
+        f"{total.replayed:,} jobs re-queued from {args.queue}'s dead letters "
+        f"({total.skipped:,} already replayed, {total.unreplayable:,} not Sundial envelopes)"
+    )
+    if total.in_flight:
         out.line(
-            json.dumps(
-                {
-                    "replayed": total.replayed,
-                    "skipped": total.skipped,
-                    "unreplayable": total.unreplayable,
-                    "in_flight": total.in_flight,
-                    "requests": total.requests,
-                }
-            )
+            f"{total.in_flight:,} letters kept: another call is retrying their jobs; "
+            "replay again in 30 seconds to finish them"
         )
-    else:
-        out.line(
-            f"{total.replayed:,} jobs re-queued from {args.queue}'s dead letters "
-            f"({total.skipped:,} already replayed, {total.unreplayable:,} not Sundial envelopes)"
-        )
-        if total.in_flight:
-            out.line(
-                f"{total.in_flight:,} letters kept: another call is retrying their jobs; "
-                "replay again in 30 seconds to finish them"
-            )
+
+
+def _one_replayed(job_id: str, total: ReplayProgress) -> str:
+    if total.replayed:
+        return f"job {job_id} re-queued"
+    if total.in_flight:
+        return f"job {job_id}: another call is retrying it; its letter is kept"
+    return f"job {job_id} was no longer dead: its letter was removed"
 
 
 def _dead_purge(client: SundialClient, args: argparse.Namespace, out: Output) -> None:
-    result = client.purge_dead_letters(args.queue, args.older_than)
-    if out.as_json:
-        out.line(result.model_dump_json())
-    else:
+    def each(answer: PurgeResult) -> None:
+        out.line(answer.api_json())
+
+    result = client.purge_dead_letters(
+        args.queue, args.older_than, on_answer=each if out.as_json else None
+    )
+    if not out.as_json:
         out.line(f"{result.purged:,} dead letters of {args.queue} purged")
 
 
@@ -533,7 +472,11 @@ and a header a foreign site cannot send), and passes on only the API routes the 
 def _common(*, output: bool = True) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     group = common.add_argument_group("connection and output" if output else "connection")
-    group.add_argument("--api", help=f"API base URL (default: $SUNDIAL_API, else {LOCAL_API})")
+    group.add_argument(
+        "--api",
+        help=f"API base URL (default: $SUNDIAL_API, else the local runtime: {LOCAL_API} "
+        "or $SUNDIAL_HOST/$SUNDIAL_API_PORT)",
+    )
     if output:
         group.add_argument("--json", action="store_true", help="print JSON instead of tables")
     group.add_argument("--region", help="AWS region to sign for, for a custom domain")
@@ -557,6 +500,11 @@ def _schedule_runs_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", help="schedule id")
     parser.add_argument("--limit", type=int, help="runs per page (default 20)")
     parser.add_argument("--before", help="runs before this time (the next_before shown)")
+    parser.add_argument(
+        "--when",
+        choices=["past", "upcoming"],
+        help="past: runs whose time has come; upcoming: those sent ahead of their time",
+    )
 
 
 def _schedule_update_options(parser: argparse.ArgumentParser) -> None:
@@ -595,6 +543,12 @@ def _change_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--priority", choices=["critical", "high", "normal", "low"])
     parser.add_argument("--max-attempts", type=int, help="1-100")
     _payload_storage_option(parser)
+
+
+def _replay_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job-id", help="only this job's letter (as the admin UI's Replay)")
+    parser.add_argument("--batch", type=int, help="letters per request (1-500, default 500)")
+    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
 
 
 def _jobs_ls_options(parser: argparse.ArgumentParser) -> None:
@@ -747,8 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
         command_parser.add_argument("--until", help="RFC 3339: letters dead before")
         command_parser.add_argument("--error-type", help="only this error type")
     listing.add_argument("--limit", type=int, help="show at most this many")
-    replay.add_argument("--batch", type=int, help="letters per request (1-500, default 500)")
-    replay.add_argument("--quiet", action="store_true", help="no progress on standard error")
+    _replay_options(replay)
     purge = leaf(dead, "purge", _dead_purge, "delete letters older than a time (jobs stay)")
     purge.add_argument("queue")
     purge.add_argument("--older-than", required=True, help="RFC 3339")

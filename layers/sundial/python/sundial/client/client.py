@@ -21,7 +21,6 @@ Retries. Each method says whether repeating its request is safe, and the client 
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 import uuid
@@ -69,19 +68,22 @@ from sundial.client.models import (
     ReplayResult,
     RetryPolicy,
     RunsPage,
+    RunsWhen,
     ScheduleDetail,
     SchedulePage,
     ScheduleSummary,
     Status,
     UpdatedScheduleDetail,
+    format_rfc3339,
+    from_api,
 )
 from sundial.client.transport import (
-    LOCAL_API,
     ApiRequest,
     ApiResponse,
     HttpTransport,
     Transport,
     TransportFailure,
+    default_api_url,
 )
 
 if TYPE_CHECKING:
@@ -110,6 +112,7 @@ class ReplayProgress:
     more: bool
     # Letters kept because another call is retrying their job: replay again in 30 s.
     in_flight: int = 0
+    answer: ReplayResult | None = None  # the last request's answer, as the API gave it
 
 
 class Keep:
@@ -130,9 +133,7 @@ def new_idempotency_key() -> str:
 def _time(value: Time | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    if value.tzinfo is None:
-        raise ValueError("give a timezone-aware datetime (e.g. datetime.now(UTC))")
-    return value.isoformat()
+    return format_rfc3339(value)
 
 
 def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,11 +178,12 @@ def _retry(retry: RetryPolicy | Mapping[str, Any] | None) -> dict[str, Any] | No
 class SundialClient:
     """A client of one Sundial API.
 
-    `api_url`: the API's base URL; default `SUNDIAL_API`, else the local runtime
-    (http://127.0.0.1:8000). HTTPS URLs, any host, are SigV4-signed for `execute-api` with
-    the standard AWS credential chain (or `credentials`), in the region of an
-    `*.execute-api.<region>.amazonaws.com` host, else `region`, else `AWS_REGION`. Plain HTTP
-    is sent unsigned; `caller` then names the identity the local runtime acts as.
+    `api_url`: the API's base URL; default `SUNDIAL_API`, else the local runtime at
+    SUNDIAL_HOST:SUNDIAL_API_PORT (http://127.0.0.1:8000 unless set). HTTPS URLs, any host,
+    are SigV4-signed for `execute-api` with the standard AWS credential chain (or
+    `credentials`), in the region of an `*.execute-api.<region>.amazonaws.com` host, else
+    `region`, else `AWS_REGION`. Plain HTTP is sent unsigned; `caller` then names the identity
+    the local runtime acts as.
     `transport` replaces HTTP altogether (tests pass the handlers in-process)."""
 
     def __init__(
@@ -197,7 +199,7 @@ class SundialClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        self.api_url = (api_url or os.environ.get("SUNDIAL_API") or LOCAL_API).rstrip("/")
+        self.api_url = (api_url or default_api_url()).rstrip("/")
         self._transport: Transport = transport or HttpTransport(
             self.api_url,
             region=region,
@@ -382,11 +384,18 @@ class SundialClient:
         return self._call(ScheduleDetail, "GET", path, repeat=Repeat.SAFE)
 
     def schedule_runs(
-        self, schedule_id: str, *, limit: int | None = None, before: Time | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int | None = None,
+        before: Time | None = None,
+        when: RunsWhen | None = None,
     ) -> RunsPage:
         """One page of a schedule's runs, newest first; pass `next_before` as `before` for the
-        next. Safe to repeat."""
-        query = _without_none({"limit": limit, "before": _time(before)})
+        next. `when`: "past" (their time has come) or "upcoming" (decided ahead of their time:
+        an occurrence due within 15 minutes is sent early); each run says which (`upcoming`).
+        Safe to repeat."""
+        query = _without_none({"limit": limit, "before": _time(before), "when": when})
         path = f"/schedules/{_segment(schedule_id)}/runs"
         return self._call(RunsPage, "GET", path, query=query, repeat=Repeat.SAFE)
 
@@ -629,21 +638,30 @@ class SundialClient:
                 requests=progress.requests + 1,
                 more=result.more,
                 in_flight=result.in_flight,
+                answer=result,
             )
             if on_progress is not None:
                 on_progress(progress)
         return progress
 
     def purge_dead_letters(
-        self, queue: str, older_than: Time, *, limit: int | None = None
+        self,
+        queue: str,
+        older_than: Time,
+        *,
+        limit: int | None = None,
+        on_answer: Callable[[PurgeResult], None] | None = None,
     ) -> PurgeResult:
         """Delete the letters that died before `older_than` (the jobs keep their history),
-        request after request while there is `more`; returns the total. Safe to repeat."""
+        request after request while there is `more`; returns the total (`on_answer` is given
+        each request's answer). Safe to repeat."""
         query = _without_none({"older_than": _time(older_than), "limit": limit})
         path = f"/queues/{_segment(queue)}/dead"
         purged = 0
         while True:
             result = self._call(PurgeResult, "DELETE", path, query=query, repeat=Repeat.SAFE)
+            if on_answer is not None:
+                on_answer(result)
             purged += result.purged
             if not result.more:
                 return PurgeResult(purged=purged, more=False)
@@ -729,7 +747,7 @@ class SundialClient:
             body=json.dumps(body).encode() if body is not None else None,
         )
         response = self._send(request, repeat)
-        return model.model_validate_json(response.body)
+        return from_api(model, response.body)
 
     def _send(self, request: ApiRequest, repeat: Repeat) -> ApiResponse:
         """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure

@@ -12,10 +12,19 @@ working against a newer API. Times are parsed into timezone-aware datetimes.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PrivateAttr,
+    model_validator,
+)
 
 Status = Literal[
     "pending", "queued", "running", "succeeded", "failed", "dead", "cancelled", "blocked", "paused"
@@ -25,36 +34,107 @@ PayloadStorage = Literal["auto", "s3"]
 DagStatus = Literal["running", "paused", "succeeded", "failed", "cancelled"]
 ScheduleState = Literal["active", "paused", "resuming", "deleted"]
 RunOutcome = Literal["fired", "skipped", "cancelled", "replaced"]
+RunsWhen = Literal["past", "upcoming"]
 Misfire = Literal["fire_once", "skip"]
 OnFailure = Literal["cancel_descendants", "continue"]
 ParentResults = Literal["reference", "inline"]
 
 
+def format_rfc3339(moment: datetime) -> str:
+    """A time as the API writes every time: RFC 3339 in UTC with milliseconds and `Z`
+    (2026-11-21T09:00:00.000Z), the form of sundial.clock.to_rfc3339 (a test holds them
+    together; the client imports no server code). The CLI prints every time with this."""
+    if moment.tzinfo is None:
+        raise ValueError("give a timezone-aware datetime (e.g. datetime.now(UTC))")
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# A time, written back (model_dump_json, the CLI's tables) as the API writes it.
+Timestamp = Annotated[
+    datetime, PlainSerializer(format_rfc3339, return_type=str, when_used="json-unless-none")
+]
+
+
 class ApiModel(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+    # The answer this came in, as the API sent it: the body of a whole answer; for a part of
+    # one (a page's item, a DAG's node), the whole answer and where in it this part is.
+    _api_body: bytes | None = PrivateAttr(default=None)
+    _api_parsed: Any = PrivateAttr(default=None)
+    _api_root: ApiModel | None = PrivateAttr(default=None)
+    _api_path: tuple[str | int, ...] = PrivateAttr(default=())
+
+    def api_json(self) -> str:
+        """This answer's JSON exactly as the API sent it (`sundial ... --json` prints it):
+        the body's text for a whole answer; for an item of one (a page's item, a DAG's node)
+        its part of the body, in compact JSON; the model's own JSON for one the client built.
+        The body is parsed as JSON only when a part is asked for (a lease's 5 MiB payloads
+        are not parsed twice for nothing)."""
+        if self._api_body is not None:
+            return self._api_body.decode()
+        root = self._api_root
+        if root is None or root._api_body is None:
+            return self.model_dump_json()
+        if root._api_parsed is None:
+            root._api_parsed = json.loads(root._api_body)
+        value = root._api_parsed
+        try:
+            for step in self._api_path:
+                value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return self.model_dump_json()
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def from_api(model: type[Model], body: bytes) -> Model:
+    """The answer `body` as `model`; it and each ApiModel in it can give back its JSON as the
+    API sent it (api_json)."""
+    parsed = model.model_validate_json(body)
+    if isinstance(parsed, ApiModel):
+        parsed._api_body = body
+        _link_parts(parsed, parsed, ())
+    return parsed
+
+
+def _link_parts(model: ApiModel, root: ApiModel, path: tuple[str | int, ...]) -> None:
+    """Each ApiModel inside `model` learns where in `root`'s answer it is."""
+    for name in type(model).model_fields:
+        child = getattr(model, name)
+        parts: list[tuple[tuple[str | int, ...], Any]] = [((name,), child)]
+        if isinstance(child, list):
+            parts = [((name, i), item) for i, item in enumerate(child)]
+        elif isinstance(child, dict):
+            parts = [((name, key), item) for key, item in child.items()]
+        for steps, part in parts:
+            if isinstance(part, ApiModel):
+                part._api_root, part._api_path = root, path + steps
+                _link_parts(part, root, path + steps)
 
 
 class JobSummary(ApiModel):
     id: str
     queue: str
     status: Status
-    run_at: datetime
+    run_at: Timestamp
     priority: Priority
-    created_at: datetime
+    created_at: Timestamp
 
 
 class AttemptErrorView(ApiModel):
     attempt: int
-    at: datetime
+    at: Timestamp
     error_type: str
     message: str
     traceback_head: str
 
 
 class MoveView(ApiModel):
-    at: datetime
-    from_run_at: datetime
-    to_run_at: datetime
+    at: Timestamp
+    from_run_at: Timestamp
+    to_run_at: Timestamp
     changed: list[str]
 
 
@@ -72,22 +152,31 @@ class JobDetail(JobSummary):
     payload: JsonValue
     payload_ref: PayloadRefView | None = None
     idempotency_key: str | None = None
-    queued_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    next_attempt_at: datetime | None = None
-    cancelled_at: datetime | None = None
-    paused_at: datetime | None = None
-    due_at: datetime
-    retried_at: datetime | None = None
+    queued_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    next_attempt_at: Timestamp | None = None
+    cancelled_at: Timestamp | None = None
+    paused_at: Timestamp | None = None
+    due_at: Timestamp
+    retried_at: Timestamp | None = None
     schedule_id: str | None = None
     result: JsonValue = None
     last_error: AttemptErrorView | None = None
-    history: list[AttemptErrorView] = Field(default_factory=list)
+    failed_attempts: list[AttemptErrorView] = Field(default_factory=list)
+    history: list[AttemptErrorView] = Field(default_factory=list)  # deprecated: failed_attempts
     dag_id: str | None = None
     dag_node: str | None = None
     revision: int = 0
     moves: list[MoveView] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _failed_attempts_from_an_older_api(cls, data: Any) -> Any:
+        """An API from before `failed_attempts` sent the same list as `history` only."""
+        if isinstance(data, dict) and "failed_attempts" not in data and "history" in data:
+            return {**data, "failed_attempts": data["history"]}
+        return data
 
 
 class Cancelled(ApiModel):
@@ -119,7 +208,7 @@ class BatchResult(ApiModel):
 class DeadLetterView(ApiModel):
     queue: str
     job_id: str | None
-    dead_at: datetime
+    dead_at: Timestamp
     attempt: int | None
     error_type: str
     message: str
@@ -165,11 +254,11 @@ class Envelope(ApiModel):
     id: str
     queue: str
     payload: JsonValue
-    run_at: datetime
+    run_at: Timestamp
     attempt: int
     max_attempts: int
     priority: Priority
-    created_at: datetime
+    created_at: Timestamp
     dag: DagContext | None = None
     correlation_id: str | None = None
     revision: int = 0
@@ -179,7 +268,7 @@ class Envelope(ApiModel):
 class LeasedJobView(ApiModel):
     job: Envelope
     lease: str
-    lease_expires_at: datetime
+    lease_expires_at: Timestamp
     payload_url: str | None = None
 
 
@@ -194,11 +283,11 @@ class DagNodeView(ApiModel):
     depends_on: list[str]
     attempts: int
     max_attempts: int
-    released_at: datetime | None = None
-    queued_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    cancelled_at: datetime | None = None
+    released_at: Timestamp | None = None
+    queued_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    cancelled_at: Timestamp | None = None
     paused: bool = False
     last_error: AttemptErrorView | None = None
 
@@ -209,9 +298,9 @@ class DagDetail(ApiModel):
     status: DagStatus
     on_failure: OnFailure
     parent_results: ParentResults
-    run_at: datetime
-    created_at: datetime
-    finished_at: datetime | None = None
+    run_at: Timestamp
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
     counts: dict[str, int]
     nodes: dict[str, DagNodeView]
 
@@ -220,9 +309,9 @@ class DagSummary(ApiModel):
     id: str
     name: str
     status: DagStatus
-    run_at: datetime
-    created_at: datetime
-    finished_at: datetime | None = None
+    run_at: Timestamp
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
     queues: list[str]
     counts: dict[str, int]
 
@@ -241,21 +330,22 @@ class RetryPolicy(ApiModel):
 
 
 class RunSummary(ApiModel):
-    scheduled_for: datetime
+    scheduled_for: Timestamp
     job_id: str
     outcome: RunOutcome
-    decided_at: datetime
+    decided_at: Timestamp
 
 
 class RunDetail(RunSummary):
     status: Status | None
     attempts: int | None = None
-    finished_at: datetime | None = None
+    finished_at: Timestamp | None = None
+    upcoming: bool = False  # the occurrence's time is still ahead (sent early, or parked)
 
 
 class RunsPage(ApiModel):
     runs: list[RunDetail]
-    next_before: datetime | None
+    next_before: Timestamp | None
 
 
 class ScheduleSummary(ApiModel):
@@ -267,8 +357,8 @@ class ScheduleSummary(ApiModel):
     queue: str
     priority: Priority
     state: ScheduleState
-    created_at: datetime
-    paused_at: datetime | None
+    created_at: Timestamp
+    paused_at: Timestamp | None
     revision: int
 
 
@@ -276,10 +366,10 @@ class ScheduleDetail(ScheduleSummary):
     payload: JsonValue
     max_attempts: int | None
     retry: RetryPolicy | None
-    start_at: datetime | None
-    end_at: datetime | None
+    start_at: Timestamp | None
+    end_at: Timestamp | None
     misfire: Misfire
-    next_run_at: datetime | None
+    next_run_at: Timestamp | None
     last_run: RunSummary | None
 
 
@@ -289,7 +379,7 @@ class SchedulePage(ApiModel):
 
 
 class UpdatedScheduleDetail(ScheduleDetail):
-    applies_from: datetime
+    applies_from: Timestamp
     replaced_job_id: str | None
 
 
@@ -301,7 +391,7 @@ class Deleted(ApiModel):
 class QueueDetail(ApiModel):
     queue: str
     paused: bool
-    paused_at: datetime | None
+    paused_at: Timestamp | None
     catching_up: bool
     dispatched: int | None = None
 
@@ -315,7 +405,7 @@ class MessageCounts(ApiModel):
 class QueueSummary(ApiModel):
     queue: str
     paused: bool
-    paused_at: datetime | None
+    paused_at: Timestamp | None
     catching_up: bool
     messages: MessageCounts
     dead_letters: int
@@ -334,16 +424,16 @@ class ListedJob(ApiModel):
     id: str
     queue: str
     status: Status
-    run_at: datetime | None
+    run_at: Timestamp | None
     priority: Priority | None
     attempts: int | None
-    created_at: datetime | None
-    dead_at: datetime | None = None
+    created_at: Timestamp | None
+    dead_at: Timestamp | None = None
     error_type: str | None = None
 
 
 class ListedJobsPage(ApiModel):
     items: list[ListedJob]
     next_cursor: str | None
-    window_from: datetime
-    window_to: datetime
+    window_from: Timestamp
+    window_to: Timestamp

@@ -19,6 +19,19 @@ if TYPE_CHECKING:
     from botocore.credentials import Credentials
 
 LOCAL_API = "http://127.0.0.1:8000"
+
+
+def default_api_url(environ: Mapping[str, str] | None = None) -> str:
+    """`SUNDIAL_API` (a deployed API, or any URL), else the local runtime where `make run`
+    listens: the same SUNDIAL_HOST and SUNDIAL_API_PORT it reads (127.0.0.1 and 8000 unless
+    set), so every local tool given the same settings reaches the same runtime."""
+    env = os.environ if environ is None else environ
+    if env.get("SUNDIAL_API"):
+        return env["SUNDIAL_API"]
+    host, port = env.get("SUNDIAL_HOST") or "127.0.0.1", env.get("SUNDIAL_API_PORT") or "8000"
+    return f"http://{host}:{port}"
+
+
 # The local runtime reads the identity a request is "signed" as from this header.
 CALLER_HEADER = "X-Sundial-Caller"
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$")

@@ -93,6 +93,10 @@ class HistoryEvent(BaseModel):
     duration_ms: int | None = None  # how long that attempt ran, when it ended
     error_type: str | None = None  # the exception type of a failed or dead attempt
     correlation_id: str | None = None  # the API request that submitted the job (Job's)
+    # A DAG child's release (its parents done: it became due to run), from the item's
+    # `released_at` (sundial.store.job_items); None for every other job. Lines written before
+    # it was captured lack it, and read as None.
+    released_at_ms: int | None = None
 
     @property
     def event_date(self) -> str:
@@ -203,6 +207,7 @@ def event_from_record(record: DynamoDBRecord) -> HistoryEvent | None:
         "schedule_id": _str(image, "schedule_id"),
         "dag_id": _str(image, "dag_id"),
         "correlation_id": _str(image, "correlation_id"),
+        "released_at_ms": _int(image, "released_at"),
     }
     if new is None:  # REMOVE
         return HistoryEvent(

@@ -24,6 +24,8 @@ from sundial.local.template import FunctionSpec
 
 # Concurrent containers per function: enough for a long-polling worker and its acks.
 MAX_CONTAINERS = 4
+# How long a stopping runtime waits for its containers (all at once) before it kills them.
+STOP_GRACE_S = 5.0
 
 
 class InvocationError(Exception):
@@ -58,7 +60,8 @@ class FunctionHost:
         self._count = 0
 
     def start(self) -> None:
-        """Start one container ahead of the first call (a cold start at launch, not later)."""
+        """Start one container ahead of the first call (a cold start at launch, not later);
+        `wait_loaded` waits for it."""
         with self._ready:
             if self._count:
                 return
@@ -67,11 +70,31 @@ class FunctionHost:
         container.start()
         self._release(container)
 
+    def wait_loaded(self, deadline: float) -> bool:
+        """Wait until the containers started so far have loaded the handler, or `deadline`
+        (time.monotonic()) passes. False if one did not (its first call will say why)."""
+        with self._ready:
+            every = list(self._all)
+        return all(c.wait_loaded(max(0.0, deadline - time.monotonic())) for c in every)
+
     def stop(self) -> None:
+        self.terminate()
+        self.reap(time.monotonic() + STOP_GRACE_S)
+
+    def terminate(self) -> None:
+        """Ask every container to end (SIGTERM), without waiting: a runtime stopping ends
+        all its functions' containers at once, then reaps them (`reap`)."""
         with self._ready:
             every, self._idle = list(self._all), []
         for container in every:
-            container.stop()
+            container.terminate()
+
+    def reap(self, deadline: float) -> None:
+        """Wait for the containers until `deadline` (time.monotonic()), then kill the rest."""
+        with self._ready:
+            every = list(self._all)
+        for container in every:
+            container.reap(max(0.0, deadline - time.monotonic()))
 
     def invoke(self, event: Any) -> Any:
         """Run the handler once. Raises InvocationError for an error or a timeout."""
@@ -129,8 +152,10 @@ class _Container:
         self._log_path = log_path
         self._process: Any = None
         self._conn: Connection | None = None
+        self._loaded = False  # the process has said its handler is loaded
 
     def start(self) -> None:
+        self._loaded = False
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         self._process = context.Process(
@@ -143,24 +168,53 @@ class _Container:
         child.close()
         self._conn = parent
 
+    def wait_loaded(self, timeout_s: float) -> bool:
+        """Wait until the process has loaded its handler (its first message); False if it did
+        not in time or died (the first call then starts it again and reports why)."""
+        if self._loaded:
+            return True
+        if self._conn is None or not self._conn.poll(timeout_s):
+            return False
+        try:
+            self._conn.recv()  # ("loaded", None)
+        except EOFError:
+            return False
+        self._loaded = True
+        return True
+
     def stop(self) -> None:
+        self.terminate()
+        self.reap(STOP_GRACE_S)
+
+    def terminate(self) -> None:
         if self._process is not None and self._process.is_alive():
             self._process.terminate()
-            self._process.join(timeout=5)
+
+    def reap(self, timeout_s: float) -> None:
+        process = self._process
+        if process is None:
+            return
+        process.join(timeout=timeout_s)
+        if process.is_alive():  # SIGTERM ignored or not handled in time
+            process.kill()
+            process.join(timeout=1)
         self._process = None
 
     def invoke(self, event: Any) -> Any:
         if self._process is None or not self._process.is_alive():
             self.start()
         assert self._conn is not None
+        # A cold start: the handler's module loads before the first call (Lambda's init).
+        if not self.wait_loaded(self.spec.timeout_s + 30):
+            self.stop()
+            raise InvocationError("Runtime.ExitError", "the function's process did not start")
         request_id = str(uuid.uuid4())
         try:
             self._conn.send((event, request_id, time.time() + self.spec.timeout_s))
         except OSError:  # BrokenPipeError: the process died between calls (or is stopping)
             self.stop()
             raise InvocationError("Runtime.ExitError", "the function's process exited") from None
-        # Allow for a cold start on top of the function's own timeout.
-        if not self._conn.poll(self.spec.timeout_s + 30):
+        if not self._conn.poll(self.spec.timeout_s + 5):
             self.stop()  # Lambda kills a timed-out container; the next call starts anew
             raise InvocationError("Sandbox.Timedout", f"timed out after {self.spec.timeout_s} s")
         try:
@@ -243,6 +297,7 @@ def _serve(
     sys.modules[module_name] = module
     module_spec.loader.exec_module(module)
     handler = getattr(module, function_name)
+    conn.send(("loaded", None))  # the runtime waits for this before it says it is ready
     while True:
         try:
             event, request_id, deadline = conn.recv()

@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -37,6 +38,19 @@ _CALLER_ARN = re.compile(
 
 log = logging.getLogger("sundial.local")
 _INVOKE_PREFIX = "/2015-03-31/functions/"
+_HUNG_UP = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class _Server(ThreadingHTTPServer):
+    """Errors in a request's thread go to the log, not to stderr (where they landed in the
+    middle of the live table); a client that hung up is one line, not a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, _HUNG_UP):
+            log.warning("a client at %s hung up mid-request: %s", client_address[0], error)
+        else:
+            log.exception("the API server failed a request from %s", client_address[0])
 
 
 class Gateway:
@@ -81,11 +95,12 @@ class Gateway:
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug(format, *args)
 
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = _Server((host, port), Handler)
         server.daemon_threads = True
         return server
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
+        started = time.monotonic()
         length = int(request.headers.get("Content-Length") or 0)
         body = request.rfile.read(length) if length else b""
         split = urlsplit(request.path)
@@ -99,12 +114,25 @@ class Gateway:
         else:
             api_path = path.removeprefix(API_PREFIX) if path.startswith(API_PREFIX + "/") else path
             status, headers, payload = self._api_route(request, api_path, split.query, body)
-        request.send_response(status)
-        for name, value in headers.items():
-            request.send_header(name, value)
-        request.send_header("Content-Length", str(len(payload)))
-        request.end_headers()
-        request.wfile.write(payload)
+        try:
+            request.send_response(status)
+            for name, value in headers.items():
+                request.send_header(name, value)
+            request.send_header("Content-Length", str(len(payload)))
+            request.end_headers()
+            request.wfile.write(payload)
+        except _HUNG_UP:
+            # The client gave up waiting (its own timeout): the work was done; only the
+            # answer is lost. A line in the log, never a traceback on the terminal.
+            log.warning(
+                "%s %s: the client hung up before the answer (%d, after %.1f s)",
+                request.command,
+                path,
+                status,
+                time.monotonic() - started,
+            )
+            request.close_connection = True
+            return
         if self.on_request is not None:
             self.on_request(f"{request.command} {path}", status)
 

@@ -7,6 +7,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,13 +17,18 @@ from pathlib import Path
 import boto3
 from moto.server import ThreadedMotoServer
 
-from sundial.local.functions import FunctionHost, HostOptions
+from sundial.local import emulator
+from sundial.local.functions import STOP_GRACE_S, FunctionHost, HostOptions
 from sundial.local.gateway import DEFAULT_CALLER, Gateway
 from sundial.local.provision import assign_names, create_resources
+from sundial.local.streams import StreamPoller
+from sundial.local.tally import JobTally
 from sundial.local.template import LocalTemplate, TemplateError
-from sundial.local.triggers import QueuePoller, ScheduleRunner, StreamPoller
+from sundial.local.triggers import QueuePoller, ScheduleRunner
 
 log = logging.getLogger("sundial.local")
+# How long start-up waits for the functions' processes to load their handlers.
+LOAD_TIMEOUT_S = 300
 
 
 class PortInUse(Exception):
@@ -65,12 +71,20 @@ def check_port_free(host: str, port: int, variable: str) -> None:
             raise
 
 
+def check_ports(config: LocalConfig) -> None:
+    """Raises PortInUse (naming the variable to change) unless both ports are free."""
+    check_port_free(config.host, config.emulator_port, "SUNDIAL_EMULATOR_PORT")
+    check_port_free(config.host, config.api_port, "SUNDIAL_API_PORT")
+
+
 class LocalRuntime:
     def __init__(self, config: LocalConfig) -> None:
         self.config = config
         self.stop_event = threading.Event()
         self.counts: Counter[str] = Counter()  # "<queue>:done|failed" from event source mappings
         self.consumed_queues: set[str] = set()  # Sundial queues with an event source mapping
+        self.tally = JobTally()  # jobs and DAG nodes by status, from the table's stream
+        self.stream_readers: list[StreamPoller] = []
         self.template = LocalTemplate.load(config.assembly_dir, config.stack_name)
         self.session = boto3.Session(
             aws_access_key_id="local", aws_secret_access_key="local", region_name="us-east-1"
@@ -84,8 +98,8 @@ class LocalRuntime:
 
     def start(self) -> None:
         config = self.config
-        check_port_free(config.host, config.emulator_port, "SUNDIAL_EMULATOR_PORT")
-        check_port_free(config.host, config.api_port, "SUNDIAL_API_PORT")
+        check_ports(config)
+        emulator.install()  # moto's transactions, fixed (sundial.local.emulator)
         self._emulator = ThreadedMotoServer(
             ip_address=config.host, port=config.emulator_port, verbose=False
         )
@@ -100,6 +114,13 @@ class LocalRuntime:
         }
         for host in self.hosts.values():
             host.start()
+        # Ready means answering: each function's first process has loaded its handler (on a
+        # busy machine that takes half a minute, which the first call used to wait out).
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        slow = [h.spec.name for h in self.hosts.values() if not h.wait_loaded(deadline)]
+        if slow:
+            log.warning("not loaded after %d s (their first call starts them): %s",
+                        LOAD_TIMEOUT_S, ", ".join(slow))  # fmt: skip
         gateway = Gateway(
             routes=self.template.routes(),
             hosts=self.hosts,
@@ -129,18 +150,20 @@ class LocalRuntime:
         s3 = self.session.client("s3", endpoint_url=config.emulator_url)
         for source in self.template.event_sources():
             if source.kind == "dynamodb":
-                self._start_thread(
-                    StreamPoller(
-                        source,
-                        stream_arn=self.template.get_att(source.source, "StreamArn"),
-                        target=self.hosts[source.function],
-                        streams=streams,
-                        s3=s3,
-                        stop=self.stop_event,
-                        counts=self.counts,
-                        name=f"stream:{self.hosts[source.function].spec.name}",
-                    )
+                reader = StreamPoller(
+                    source,
+                    stream_arn=self.template.get_att(source.source, "StreamArn"),
+                    target=self.hosts[source.function],
+                    streams=streams,
+                    s3=s3,
+                    stop=self.stop_event,
+                    counts=self.counts,
+                    name=f"stream:{self.hosts[source.function].spec.name}",
+                    # One reader counts for the live table (each sees every record).
+                    observers=[] if self.stream_readers else [self.tally.observe],
                 )
+                self.stream_readers.append(reader)
+                self._start_thread(reader)
                 continue
             url = self.template.physical[source.source]
             name = sundial_names.get(url, self.template.get_att(source.source, "QueueName"))
@@ -191,14 +214,21 @@ class LocalRuntime:
         return self.template.physical[tables[0]]
 
     def stop(self) -> None:
+        """Everything at once, within a bound: no new request or trigger; every function's
+        containers asked to end together (a poller waiting on one is released); then what is
+        left is waited for until one shared deadline (it took ~40 s when each thread and
+        container was waited for in turn, up to 3 and 5 s each)."""
+        deadline = time.monotonic() + STOP_GRACE_S
         self.stop_event.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-        for thread in self._threads:
-            thread.join(timeout=3)
         self._async_pool.shutdown(wait=False, cancel_futures=True)
         for host in self.hosts.values():
-            host.stop()
+            host.terminate()
+        for host in self.hosts.values():
+            host.reap(deadline)
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._emulator is not None:
             self._emulator.stop()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from ulid import ULID
 
 from sundial.ids import JobKey
 from sundial.model.payloads import PayloadRef
@@ -187,3 +190,32 @@ class Job(Keyed):
     @property
     def last_error(self) -> AttemptError | None:
         return self.history[-1] if self.history else None
+
+
+def retry_timer(job: Job, *, attempt: int, at_ms: int) -> Job:
+    """A retry timer: the item at `at_ms` that stands for attempt `attempt` of `job`, which the
+    sweeper dispatches at that time under the job's id (Job.retry_of). It carries what the
+    attempt's message carries (queue, payload or its stored reference, the DAG context, the
+    job's revision); the fence reads the job itself when the message arrives. Written by the
+    runners (a retry beyond SQS's delay window: runs.attempts) and by a consumer releasing a DAG
+    node onto a paused queue (services.dag_progress), always more than SQS's 15-minute delay
+    ahead, so no sweep can have passed it (sundial.timing). Its key is derived from the job,
+    the attempt, the revision and the time: the same retry written again (a repair) is the same
+    item, so a conditional put writes no second timer. It has no expiry until the sweeper
+    sends it (JobStore.claim gives it one then): a pause of its queue or DAG can hold it back
+    for longer than any retention, and its job waits on it."""
+    seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
+    ulid = ULID.from_bytes(at_ms.to_bytes(6, "big") + seed[:10])
+    return Job(
+        key=JobKey(shard=job.key.shard, due_ms=at_ms, ulid=str(ulid)),
+        queue=job.queue,
+        payload_json=job.payload_json,
+        payload_ref=job.payload_ref,  # its message references the same stored payload
+        priority=job.priority,
+        max_attempts=job.max_attempts,
+        created_at_ms=job.created_at_ms,
+        retry_of=job.origin or job.key,  # the job's id, wherever a move put it
+        retry_attempt=attempt,
+        revision=job.revision,  # its message is of the job's revision
+        dag=job.dag,  # the retry's message carries the node's DAG context too
+    )

@@ -103,7 +103,8 @@ class CreateSchedule(BaseModel):
     end_at: Rfc3339 | None = Field(default=None, description="No occurrence after this (RFC 3339)")
     misfire: Misfire = Misfire.FIRE_ONCE
     idempotency_key: str | None = idempotency_key_field(
-        "A repeat create with the same key returns the first schedule"
+        "A repeat create on the same queue with the same key returns the first schedule; "
+        "keys are per queue (another queue's schedule with the key is another schedule)"
     )
 
     _integral = integral("max_attempts")
@@ -230,10 +231,21 @@ def _as_value_error(check: Callable[[], _T]) -> _T:
         raise ValueError(error.reason) from None
 
 
-def schedule_id_for(idempotency_key: str | None) -> str:
-    """A new schedule id: random, or derived from the idempotency key so a repeat finds it."""
+def schedule_id_for(queue: str, idempotency_key: str | None) -> str:
+    """A new schedule id: random, or derived from the queue and the idempotency key, so a repeat
+    on that queue finds it. A key is the queue's own, as a job's is (sundial.store.idempotency):
+    the same key on another queue names another schedule, so no team can take a key another
+    will use, or learn whether another queue uses it."""
     if idempotency_key is None:
         return str(ULID())
+    digest = hashlib.sha256(f"schedule\n{queue}\n{idempotency_key}".encode()).digest()
+    return str(ULID.from_bytes(digest[:16]))
+
+
+def legacy_schedule_id(idempotency_key: str) -> str:
+    """The id a schedule created with this key had before keys were per queue (the key alone).
+    Ids are stored, so such a schedule keeps its id; a repeat create on its queue still finds
+    it here (ScheduleService.create)."""
     digest = hashlib.sha256(f"schedule\n{idempotency_key}".encode()).digest()
     return str(ULID.from_bytes(digest[:16]))
 

@@ -20,7 +20,6 @@ SQS-triggered Lambda, or a worker outside Lambda that leases jobs over the HTTP 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import secrets
@@ -30,11 +29,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
-from ulid import ULID
 
 from sundial.clock import Clock
-from sundial.ids import JobKey
-from sundial.model.job import AttemptError, Job, Status
+from sundial.model.job import AttemptError, Job, Status, retry_timer
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore, may_be_behind_a_sweep
@@ -334,30 +331,12 @@ class Attempts:
             raise RuntimeError(f"could not send the retry of job {job.id}; SQS will redeliver")
 
     def _put_timer(self, job: Job, attempt: int, at_ms: int) -> None:
-        """The timer item of attempt `attempt`: one PutItem (all a consumer's role may write
-        beyond its job). Its key is the same for the same attempt and time, so a repair of a
-        runner that died after scheduling (the fence, on the failed attempt's redelivery)
+        """The timer item of attempt `attempt`: one PutItem (a consumer role's one kind of
+        PutItem). Its key is the same for the same attempt and time (retry_timer), so a repair
+        of a runner that died after scheduling (the fence, on the failed attempt's redelivery)
         writes no second timer."""
         deps = self.deps
-        seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
-        timer = Job(
-            key=JobKey(
-                shard=job.key.shard,
-                due_ms=at_ms,
-                ulid=str(ULID.from_bytes(at_ms.to_bytes(6, "big") + seed[:10])),
-            ),
-            queue=job.queue,
-            payload_json=job.payload_json,
-            payload_ref=job.payload_ref,  # its message references the same stored payload
-            priority=job.priority,
-            max_attempts=job.max_attempts,
-            created_at_ms=job.created_at_ms,
-            retry_of=job.origin or job.key,  # the job's id, wherever a move put it
-            retry_attempt=attempt,
-            revision=job.revision,  # its message is of the job's revision
-            expires_at_s=self._expiry(at_ms),
-            dag=job.dag,  # the retry's message carries the node's DAG context too
-        )
+        timer = retry_timer(job, attempt=attempt, at_ms=at_ms)
         deps.store.put_if_absent(timer, now_ms=deps.clock.now_ms())
 
     def to_dead_letter_queue(self, job: Job, attempt: int) -> None:

@@ -14,6 +14,10 @@ For each SQS record (Powertools batch processing, partial batch responses):
 2. fence: read the job; skip it if it was cancelled, already succeeded or is dead, if this
    delivery is for an attempt that is no longer due (a duplicate) or for an older revision
    (moved or retried since), or if the job is not of the queue that delivered the message;
+   skip a message whose id names no job of its queue (a retry timer's item, or another
+   queue's job). The function gets the envelope rebuilt from the job's item (`as_stored`):
+   its payload, queue and DAG context are the item's, never the message's, so whoever may
+   send to the queue decides at most which attempt of which of its jobs is run;
    a payload stored in S3 (`payload_ref`) is fetched and checked against its sha256 here, and
    the function gets the envelope with the payload in place, as if it had been inline. A
    missing or altered object is a permanent failure of the attempt (the job goes dead, to the
@@ -55,7 +59,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.clock import Clock
 from sundial.ids import JobKey
-from sundial.model.job import Priority
+from sundial.model.job import Job, Priority
 from sundial.model.payloads import PayloadRef, PayloadUnavailable
 from sundial.runs.attempts import (
     Attempts,
@@ -64,7 +68,7 @@ from sundial.runs.attempts import (
 )
 from sundial.store.payloads import PayloadStore
 from sundial.timing import LEGACY_RUNNER_MS
-from sundial.transport.envelope import Envelope
+from sundial.transport.envelope import Envelope, envelope_body
 from sundial.transport.sender import QueueSender
 
 logger = Logger(child=True)
@@ -106,6 +110,19 @@ def with_stored_payload(
             "payload bucket (SUNDIAL_PAYLOAD_BUCKET)"
         )
     return envelope.model_copy(update={"payload": json.loads(payloads.get(ref))})
+
+
+def as_stored(job: Job, message: Envelope) -> Envelope | None:
+    """The envelope the function gets: rebuilt from the job's item (its queue, payload or stored
+    reference, DAG context), with the message's attempt and due time. A message is only a
+    pointer to an attempt: whoever could send to the queue (a consumer granted DAG children's
+    queues, or a retry timer a consumer put) must not choose what runs. None when the message
+    names an item that is no job of its queue: a retry timer (bookkeeping, never addressed by
+    id) or a job of another queue."""
+    if job.retry_of is not None or job.queue != message.queue:
+        return None
+    stored = Envelope.model_validate_json(envelope_body(job, attempt=message.attempt))
+    return stored.model_copy(update={"run_at": message.run_at})
 
 
 class NonRetryableError(Exception):
@@ -221,7 +238,13 @@ class JobConsumer:
         if job is None:
             logger.warning("job not found: expired or never accepted", extra={"id": envelope.id})
             return
-        if not self.attempts.admit(job, attempt, revision=envelope.revision, queue=queue):
+        message, stored = envelope, as_stored(job, envelope)
+        if stored is None:
+            extra = {"id": message.id, "queue": message.queue, "job_queue": job.queue}
+            logger.warning("skipped: the message does not match its job's item", extra=extra)
+            return
+        envelope = stored
+        if not self.attempts.admit(job, attempt, revision=message.revision, queue=queue):
             return
         unavailable: PayloadUnavailable | None = None
         try:

@@ -11,8 +11,37 @@ Order, for POST /jobs, /jobs/batch and /dags (after the request's own validation
    there; a full window -> 429 with Retry-After (the seconds to the window's end), naming the
    queue and the limit.
 Only then are idempotency records and jobs written. A queue with no limit costs nothing: no
-call is made for it. POST /schedules checks the payload only: a schedule's occurrences are not
-counted (nor are retries and dead-letter replays: all are jobs already admitted).
+call is made for it.
+
+Every other API call that makes jobs appear on a queue is counted too (`admit_at_once`, before
+it writes anything; a refusal is the same 429, or a 413, and writes nothing):
+- a schedule's create, update (PATCH) and resume: the occurrences the call writes at once. It
+  sends every occurrence due within the 15-minute direct window itself (services.release
+  follows the chain through them) and writes the next one: a `rate(10 seconds)` schedule
+  starting now is 92 jobs, one starting 15 minutes or more ahead is 1. A resume also counts
+  the paused occurrences it sends again. A repeat that changes nothing counts nothing;
+- a move (PATCH /jobs/{id}) and run-now: 1 (the job is written anew, and sent again if due
+  soon: without this a client could send one job up to MAX_MOVES times a second);
+- a retry by id and a dead-letter replay: 1 per job re-queued (a replay stops, with `more`,
+  when the window is full, and is a 429 if it re-queued nothing).
+Not counted, each for a reason: the occurrences the sweepers write as a schedule moves on (one
+per occurrence at the schedule's cadence, at most one every 10 seconds each; a queue's
+max_dispatch_per_second paces them: FAIR DISPATCH, sundial.timing); a job's or DAG's resume
+(it sends jobs already counted, once: a paused job is one not yet sent); a queue's resume
+(its catch-up sends what the pause held back, all counted when submitted; admin only); a DAG's
+children (counted with the DAG); the consumer's retries.
+
+A call that writes more jobs at once than a second admits (a schedule's occurrences: it cannot
+be split as a batch can) is counted over as many seconds as it needs, from this one on: it
+takes the room left in this second's window and the whole of each following one, until all are
+counted (`_spread`). Those seconds then admit nothing else, so over any span the queue admits
+its limit on average, as a client that submitted the jobs one second after another would have
+been; the call's own writes do land together, at most MIN_INTERVAL's bound (about 92, a resume
+about twice that). The windows must be free from now on, one after another: while a spread
+holds later seconds, another is refused (429, Retry-After when it would fit), so at most one
+spread's worth is ever ahead of the clock. It reads the windows (one Query) and takes them in
+one TransactWriteItems (all or none), so at most MAX_SPREAD_S seconds: more is a 413 naming the
+field, the count and the limit.
 
 Why a fixed one-second window counter (sundial.store.submission_windows), weighed against:
 - a token bucket in the queue's state item: DynamoDB cannot compute a refill (min(capacity,
@@ -61,6 +90,8 @@ from sundial.quotas import SUBMISSIONS_PER_LANE, QueueQuota
 from sundial.store.submission_windows import SubmissionWindows
 
 WINDOW_MS = 1_000
+# The most seconds one request's count may be spread over (one TransactWriteItems: 100 items).
+MAX_SPREAD_S = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +182,65 @@ class Admission:
             self._give_back(taken)
             raise
 
+    def rate_limited(self, queue: str) -> bool:
+        """Whether the queue has a submission limit (a caller may skip counting otherwise)."""
+        return self._rate_limit(queue) is not None
+
+    def admit_at_once(self, queue: str, count: int, *, field: str, what: str) -> None:
+        """Count `count` jobs that one call writes or sends at once on `queue` (see the module
+        docstring): as a submit's when a second admits them, else spread over the seconds from
+        this one on. Raises SubmissionRateExceeded (429) or, for more than MAX_SPREAD_S seconds
+        admit, TooLargeForQueue (413) naming `field`, having written nothing. `what`: the
+        request, for the 413 ("this schedule")."""
+        limit = self._rate_limit(queue)
+        if limit is None or count <= 0:
+            return
+        now_ms = self._clock.now_ms()
+        window_s = now_ms // WINDOW_MS
+        if count <= largest_request(limit):
+            self._take(queue, count, window_s, now_ms)
+            return
+        self._spread(queue, count, window_s, limit=limit, field=field, what=what)
+
+    def _spread(
+        self, queue: str, count: int, window_s: int, *, limit: int, field: str, what: str
+    ) -> None:
+        """Count `count` (more than a second admits) over the lane's windows from `window_s`
+        on, each as full as it may be, none skipped (the module docstring)."""
+        lane = self._rng.randrange(lane_count(limit))
+        per_window = lane_limit(limit, lane)
+        if count > per_window * MAX_SPREAD_S:
+            raise TooLargeForQueue(
+                field,
+                f"{what} writes {count} jobs at once; queue {queue!r} admits {limit} a second, so "
+                f"at most {per_window * MAX_SPREAD_S} at once (counted over {MAX_SPREAD_S} s): "
+                "start it 15 minutes or more ahead (start_at), make it less frequent, or raise "
+                "the queue's max_submissions_per_second",
+                queue=queue,
+            )
+        # Only a spread takes a window ahead of the clock, and never more than MAX_SPREAD_S
+        # ahead: the windows after these are empty.
+        counted = self._windows.counted(
+            queue=queue, lane=lane, first_s=window_s, last_s=window_s + MAX_SPREAD_S - 1
+        )
+        rooms = [per_window - counted.get(window_s + i, 0) for i in range(2 * MAX_SPREAD_S)]
+        takes = _fill(rooms, count, start=0)
+        if takes is not None and self._windows.take_many(
+            queue=queue,
+            lane=lane,
+            takes={window_s + i: n for i, n in takes.items()},
+            limit=per_window,
+        ):
+            return
+        # The first second from which it would fit (after the spread holding the windows).
+        wait = next(
+            (k for k in range(1, MAX_SPREAD_S + 1) if _fill(rooms, count, start=k) is not None),
+            1,
+        )
+        raise SubmissionRateExceeded(
+            queue, limit_per_second=limit, retry_after_s=wait, at_once=count
+        )
+
     def _rate_limit(self, queue: str) -> int | None:
         quota = self._quotas.get(queue)
         return quota.max_submissions_per_second if quota else None
@@ -189,3 +279,19 @@ class Admission:
                     window_s=entry.window_s,
                     count=entry.count,
                 )
+
+
+def _fill(rooms: Sequence[int], count: int, *, start: int) -> dict[int, int] | None:
+    """{window offset: jobs} taking `count` from rooms[start] on, each window as full as it
+    may be and none skipped, within MAX_SPREAD_S windows; None if a window on the way is full
+    or they do not suffice."""
+    takes: dict[int, int] = {}
+    left = count
+    for offset in range(start, start + MAX_SPREAD_S):
+        if rooms[offset] <= 0:
+            return None
+        takes[offset] = min(rooms[offset], left)
+        left -= takes[offset]
+        if left == 0:
+            return takes
+    return None

@@ -27,11 +27,29 @@ from sundial.model.job import Job, Status
 from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.store.jobs import JobStore
 from sundial.store.schedules import Parked, ScheduleStore
+from sundial.timing import DIRECT_WINDOW_MS
 
 # An occurrence found still pending this long after its time was missed (nothing dispatched it
 # while it was due: an outage, a paused queue); the misfire policy decides its fate. A healthy
 # sweeper claims an occurrence about 14 minutes ahead, so an on-time one is never this late.
 MISFIRE_GRACE_MS = 60_000
+
+
+def occurrences_at_once(schedule: Schedule, first_ms: int, *, now_ms: int) -> int:
+    """How many occurrences a call that starts `schedule`'s chain at `first_ms` (a create, an
+    update, a resume) writes at once, as the chain decides them: every one due within the direct
+    window (the call sends them: services.release follows the chain) and the first one after it
+    (written, for the sweepers). What the submission quota counts (services.admission). At most
+    (DIRECT_WINDOW + MISFIRE_GRACE) / MIN_INTERVAL + 2 steps: 98."""
+    count = 0
+    at: int | None = first_ms
+    while at is not None:
+        count += 1
+        if at > now_ms + DIRECT_WINDOW_MS:
+            break
+        missed = now_ms - at > MISFIRE_GRACE_MS
+        at = schedule.next_after(now_ms if missed else at)
+    return count
 
 
 class Action(StrEnum):

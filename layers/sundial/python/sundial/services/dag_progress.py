@@ -13,6 +13,15 @@
   every node downstream of it is cancelled (each cancel write returns the node, whose children
   are next); with on_failure=continue it counts as finished for its children, which run once
   all their parents have finished and are told which parents failed.
+- **Who may start a cascade.** A caller's DELETE /jobs/{id} on a node cancels, under
+  cancel_descendants, nodes on other queues too; so the cancel needs `control` on the queues of
+  every node downstream of it (`cascade_queues`), as DELETE /dags/{id} needs it on every queue
+  of the DAG. The API checks that before the cancel writes anything (sundial.api.authorization:
+  a 403 names the queue and changes nothing). Every node downstream counts, whatever its
+  status: which of them the cascade reaches depends on states that change meanwhile (a running
+  node stops it; a failed one, due for a retry, is cancelled). Under on_failure=continue a
+  cancel cancels nothing else: its children move on as the DAG's submitter (who needed `submit`
+  on all its queues) asked for when a node fails, exactly as on its consumer's failure.
 - **Crash safety.** Every step is a conditional write that may be repeated. A runner that dies
   after recording a success but before releasing the children (or sending them) leaves the
   parent's SQS message undeleted, so it is delivered again and the fence
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from ulid import ULID
 
@@ -40,6 +50,7 @@ from sundial.model.job import (
     ParentResults,
     Status,
 )
+from sundial.services.deferral import DeferredSends
 from sundial.services.release import Releaser
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.jobs import JobStore
@@ -60,9 +71,12 @@ class DagProgress:
         retention_days: int,
         inline_results_bytes: int,
         releaser: Releaser | None = None,
+        deferral: DeferredSends | None = None,
     ) -> None:
         """`releaser`: what holds a node of a paused queue for the queue's catch-up (and reads
-        which queues are paused); without it every queue counts as running."""
+        which queues are paused). `deferral`, for a consumer Lambda, whose role may not write
+        a queue's state: a node of a paused queue is released `queued` and `direct` and sent
+        later by a timer (services.deferral). Without either, every queue counts as running."""
         self._store = store
         self._nodes = nodes
         self._sender = sender
@@ -70,6 +84,7 @@ class DagProgress:
         self._retention_s = retention_days * 86_400
         self._inline_bytes = inline_results_bytes
         self._releaser = releaser
+        self._deferral = deferral
 
     def node_succeeded(self, node: Job, result_json: str | None) -> None:
         """Count the node on each child; release and send the children it completes."""
@@ -84,17 +99,56 @@ class DagProgress:
         else:
             self._cancel_descendants(node)
 
+    def cascade_queues(self, node: Job) -> frozenset[str]:
+        """The queues a cancel of `node` may cancel nodes on (see "Who may start a cascade"):
+        those of every node downstream of it, if its DAG cancels descendants; none otherwise.
+        Costs one range query of the DAG's nodes, for a node with children only."""
+        link = node.dag
+        if link is None or link.on_failure is not OnFailure.CANCEL_DESCENDANTS or not link.children:
+            return frozenset()
+        nodes = {
+            n.dag.index: n
+            for n in self._nodes.dag_nodes(DagKey.from_dag_id(link.dag_id))
+            if n.dag is not None
+        }
+        queues: set[str] = set()
+        seen: set[int] = set()
+        frontier = [index for index, _ in link.children]
+        while frontier:
+            index = frontier.pop()
+            if index in seen:
+                continue
+            seen.add(index)
+            child = nodes.get(index)
+            if child is None or child.dag is None:
+                continue  # expired: nothing left to cancel there
+            queues.add(child.queue)
+            frontier += [grandchild for grandchild, _ in child.dag.children]
+        return frozenset(queues)
+
     def paused_queues(self) -> frozenset[str]:
         """The queues paused now (one read of their states), whose nodes wait for them."""
+        if self._deferral is not None:
+            return self._deferral.paused_queues()
         return self._releaser.paused_queues() if self._releaser is not None else frozenset()
 
-    def dispatch(self, nodes: Sequence[Job]) -> None:
+    def dispatch(self, nodes: Sequence[Job], *, paused: frozenset[str] | None = None) -> None:
         """Hand released nodes on: a queued one (released on a running queue) is sent to SQS;
         a pending one (its queue was paused when it was released) goes through the releaser
         like any due job of an API call, which records it for that queue's catch-up while the
         queue is still paused, or else sends it itself. Raises Unavailable if SQS refused any:
         the caller's work is then repeated (an SQS redelivery, or the client's retry), and the
-        repeat dispatches them again."""
+        repeat dispatches them again.
+        With a deferral (a consumer), a node of one of the `paused` queues (read again if not
+        given) gets a timer instead, and every other node is sent (services.deferral)."""
+        if self._deferral is not None:
+            ready = self._deferral.sendable(nodes)
+            if paused is None and ready:
+                paused = self.paused_queues()
+            paused = paused or frozenset()
+            self._deferral.defer([node for node in ready if node.queue in paused])
+            self.send([node for node in ready if node.queue not in paused])
+            return
         self.send([node for node in nodes if node.status is not Status.PENDING])
         held = [node for node in nodes if node.status is Status.PENDING]
         if held:
@@ -140,9 +194,18 @@ class DagProgress:
             now_ms=self._clock.now_ms(),
             released_by=released_by,
             results_json=self._gather_results(node, known or {}),
-            queue_paused=node.queue in paused,
+            **self._release_mode(node.queue in paused, paused),
         )
         return after if released else None
+
+    def _release_mode(self, queue_paused: bool, paused: Collection[str]) -> dict[str, Any]:
+        """How a release treats paused queues: with a releaser, a node of a paused queue is
+        released pending (for the catch-up the releaser records it in); with a deferral (whose
+        writes never read or name a node's queue), every node is released queued, and `direct`
+        while any queue is paused, so no sweep sends one that `dispatch` defers."""
+        if self._deferral is not None:
+            return {"direct": bool(paused)}
+        return {"queue_paused": queue_paused}
 
     # -- success (and failure under on_failure=continue) -----------------------------------
 
@@ -159,7 +222,7 @@ class DagProgress:
             )
             if child is not None:
                 released.append(child)
-        self.dispatch(released)
+        self.dispatch(released, paused=paused)
 
     def _count(
         self,
@@ -199,9 +262,13 @@ class DagProgress:
     ) -> tuple[bool, Job | None]:
         """Count `parent`, the child's last parent, and release the child, in one write:
         refused for a child on one of the `paused` queues, or with `queue_paused` released as
-        pending, for its queue's catch-up."""
+        pending, for its queue's catch-up. (With a deferral: released queued, see
+        `_release_mode`.)"""
         assert parent.dag is not None
         inline = parent.dag.parent_results is ParentResults.INLINE
+        mode: dict[str, Any] = {"unless_queues": paused, "queue_paused": queue_paused}
+        if self._deferral is not None:
+            mode = self._release_mode(queue_paused, paused)
         return self._nodes.release_node(
             child_key,
             token=self._token(),
@@ -210,8 +277,7 @@ class DagProgress:
             failed=failed,
             released_by=parent.dag.index,
             results_json=self._results_text(known) if inline and known else None,
-            unless_queues=paused,
-            queue_paused=queue_paused,
+            **mode,
         )
 
     def _repair(

@@ -1,8 +1,10 @@
 """Browse, replay and purge dead letters: the domain behind /queues/{queue}/dead.
 
-Replay re-queues a still-dead job through `JobService.retry` (dead -> queued) and then deletes
-its index item, so a repeated replay finds nothing to do, or finds the job no longer dead and
-skips it: it never runs a job twice. A letter whose job another call is retrying right now
+Replay re-queues a still-dead job through `JobService.retry` (dead -> queued; one submission
+on the queue's quota each, so a replay on a rate-limited queue goes at the queue's limit, a
+request stopping with `more` when the second's window is full) and then deletes its index
+item, so a repeated replay finds nothing to do, or finds the job no longer dead and skips it:
+it never runs a job twice. A letter whose job another call is retrying right now
 (pending and direct: that call sends it) is kept: if that call died before its send, the next
 replay after SUBMIT_IN_FLIGHT_MS takes the job over (the requeue allows it), so the job is
 never stranded with its letter gone (the simulation's dead-letter profile found that, chaos
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sundial.errors import Conflict, JobNotFound, QueueNotFound
+from sundial.errors import Conflict, JobNotFound, QueueNotFound, SubmissionRateExceeded
 from sundial.model.job import Status
 from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.jobs import JobService
@@ -109,6 +111,13 @@ class DeadLetterService:
                 return ReplayOutcome(replayed, skipped, unreplayable, True, in_flight)
             try:
                 job = self._jobs.retry(letter.job_id, only_dead=True)
+            except SubmissionRateExceeded:
+                # The queue's submission window is full: stop here (the letter is kept). A
+                # request that did nothing yet is the 429 (nothing written); one that did some
+                # says `more`, and the client's next request comes after the window.
+                if not replayed and not skipped:
+                    raise
+                return ReplayOutcome(replayed, skipped, unreplayable, True, in_flight)
             except Conflict as conflict:
                 if conflict.status == Status.PENDING:
                     in_flight += 1  # being retried by a call that may have died: keep it

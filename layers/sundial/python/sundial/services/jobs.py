@@ -377,7 +377,8 @@ class JobService:
     def retry(self, job_id: str, *, only_dead: bool = False) -> Job:
         """Re-queue a dead, failed or cancelled job (only a dead one with `only_dead`) now, with
         the queue's attempt budget again. Repeating it is harmless: the job is then queued, and
-        a second retry is a 409."""
+        a second retry is a 409. Counted as one submission on its queue (a 429 when its window
+        is full: sundial.services.admission)."""
         key = JobKey.from_job_id(job_id)
         now = self._clock.now_ms()
         current = self._store.get(key)
@@ -385,6 +386,11 @@ class JobService:
             raise JobNotFound(job_id)
         key = current.key  # where it is now, if it was moved (a job in these states stays put)
         self._check_parents_done(current)
+        retryable = {Status.DEAD} if only_dead else {Status.DEAD, Status.FAILED, Status.CANCELLED}
+        if self._admission is not None and current.status in retryable:
+            # It runs again: one submission on its queue (a 429 before anything is written).
+            # A job in another state is answered 409 below, uncounted.
+            self._admission.admit_at_once(current.queue, 1, field="", what="this retry")
         occurrence = current.schedule_id is not None
         unchained = occurrence and current.status is Status.CANCELLED and not current.chained
         if unchained and self._chain is not None:

@@ -69,6 +69,7 @@ class JobMover:
         change (REPEAT_WINDOW_MS) is that change: it finishes what the change left undone."""
         key = JobKey.from_job_id(job_id)
         request = change.fingerprint()
+        admitted = False
         for _ in range(_MOVE_TRIES):
             current = self._store.get(key)
             if current is None:
@@ -78,6 +79,12 @@ class JobMover:
             if last is not None and last.request == request and now - last.at_ms < REPEAT_WINDOW_MS:
                 return self._finish(current, now)
             self._check_movable(current, now)
+            due = change.due_ms(now)
+            if due is not None and due > now + MAX_HORIZON_S * 1000:
+                raise InvalidInput(change.time_field, "more than 366 days ahead")
+            if not admitted:  # once per request, before anything (a payload too) is written
+                self._admit(current.queue, change)
+                admitted = True
             moved = self._moved(current, change, now, request)
             if self._write(current, moved, now):
                 break
@@ -136,6 +143,16 @@ class JobMover:
                 status=job.status,
             )
 
+    def _admit(self, queue: str, change: ChangeJob) -> None:
+        """The queue's quotas: a new payload over its limit is a 413; then the move counts as
+        one submission (it writes the job anew, and sends it again if due soon), a 429 when
+        the queue's window is full (sundial.services.admission)."""
+        if self._admission is None:
+            return
+        if change.changes_payload:
+            self._admission.check_payload(field="", queue=queue, payload_json=change.payload_json)
+        self._admission.admit_at_once(queue, 1, field="", what="this change")
+
     def _check_movable(self, job: Job, now: int) -> None:
         """409 unless the job waits for its first attempt: pending, paused, or queued with its
         message not yet taken by a runner. Raised before anything is written."""
@@ -187,18 +204,13 @@ class JobMover:
         # message is of an older revision, which the fence and the attempt's take refuse.
 
     def _moved(self, job: Job, change: ChangeJob, now: int, request: str) -> Job:
-        """The job as `change` makes it (not yet written). 400 for a time too far ahead, 413 for
-        a payload over its queue's limit."""
+        """The job as `change` makes it (not yet written; its time checked by `move`)."""
         due = change.due_ms(now)
         if due is None:
             due = job.due_ms
-        elif due > now + MAX_HORIZON_S * 1000:
-            raise InvalidInput(change.time_field, "more than 366 days ahead")
         payload_json, payload_ref = job.payload_json, job.payload_ref
         if change.changes_payload:
-            payload_json = change.payload_json
-            if self._admission is not None:
-                self._admission.check_payload(field="", queue=job.queue, payload_json=payload_json)
+            payload_json = change.payload_json  # within the queue's limit (_admit)
             # Stored before the move's transaction, tagged unreferenced (as on submit:
             # sundial.timing); the tags change once the move is written (_swap_payloads).
             payload_ref = store_payload(

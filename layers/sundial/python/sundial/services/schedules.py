@@ -22,6 +22,7 @@ import itertools
 import random
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from sundial.clock import Clock
@@ -43,11 +44,12 @@ from sundial.model.schedule import (
     ScheduleState,
     UpdateSchedule,
     check_schedule_id,
+    legacy_schedule_id,
     schedule_id_for,
 )
 from sundial.retry import DEFAULT_MAX_ATTEMPTS
 from sundial.services.admission import Admission
-from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain
+from sundial.services.chain import MISFIRE_GRACE_MS, OccurrenceChain, occurrences_at_once
 from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
@@ -64,6 +66,8 @@ UNSENT_LOOKBACK_MS = 6 * 3_600_000
 _UPDATE_ATTEMPTS = 5
 # What a head may be for an update to replace it: not yet decided (nothing claimed it).
 _REPLACEABLE = frozenset({Status.PENDING, Status.PAUSED, Status.CANCELLED})
+# What a pause may park (JobStore.park_write's condition, with attempts = 0).
+_PARKABLE = frozenset({Status.PENDING, Status.QUEUED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class CreatedSchedule:
 class ScheduleView:
     schedule: Schedule
     next_run_at_ms: int | None  # the next occurrence from now; None if paused or ended
+    # The newest occurrence decided whose time has come (never one sent ahead for later).
     last_run: RunRecord | None
 
 
@@ -101,10 +106,27 @@ class ChainPosition:
         return None if at is None else self.schedule.occurrence_key(at, self.head_revision)
 
 
+class RunsWhen(StrEnum):
+    """Which of a schedule's runs a listing holds, by the occurrence's time against now."""
+
+    PAST = "past"  # its time has come (at or before now)
+    UPCOMING = "upcoming"  # decided (sent ahead with an SQS delay, or parked), not yet due
+
+
+@dataclass(frozen=True, slots=True)
+class PausedOccurrences:
+    """What a resume finds (ScheduleService._paused)."""
+
+    late: list[Job]  # missed by more than MISFIRE_GRACE: cancelled
+    ahead: list[Job]  # sent again: those still ahead, and one missed one under fire_once
+    head: Job | None  # the occurrence nothing has decided yet
+
+
 @dataclass(frozen=True, slots=True)
 class RunView:
     run: RunRecord
     job: Job | None  # None once the job's retention has ended
+    upcoming: bool  # the occurrence's time is still ahead of now
 
 
 class ScheduleService:
@@ -148,9 +170,9 @@ class ScheduleService:
             self._admission.check_payload(
                 field="", queue=request.queue, payload_json=request.payload_json
             )
-        schedule_id = schedule_id_for(request.idempotency_key)
+        schedule_id = schedule_id_for(request.queue, request.idempotency_key)
         if request.idempotency_key is not None:
-            earlier = self._schedules.get(schedule_id)
+            earlier = self._earlier(schedule_id, request)
             if earlier is not None:
                 return self._repeat(earlier, request, now)
         schedule = Schedule(
@@ -186,6 +208,7 @@ class ScheduleService:
         head.direct = head.due_ms <= now + DIRECT_WINDOW_MS
         if head.direct:
             head.resumed_at_ms = now  # taken by this call: another may take it over once stale
+        self._admit(schedule, first, now)  # 429 or 413 before anything is written
         earlier = self._schedules.create(schedule, self._store.new_job_write(head))
         if earlier is not None:
             return self._repeat(earlier, request, now)  # a racing repeat wrote it first
@@ -197,12 +220,43 @@ class ScheduleService:
                 )
         return CreatedSchedule(schedule, created=True)
 
+    def _earlier(self, schedule_id: str, request: CreateSchedule) -> Schedule | None:
+        """The schedule this queue created with the request's key, if any: at the id derived
+        from (queue, key), or, made before keys were per queue, at the key's legacy id (one
+        more read for a key not seen before). A legacy schedule of another queue is not this
+        queue's: the create goes on as if there were none, so nothing tells its caller that
+        another queue used the key."""
+        assert request.idempotency_key is not None
+        earlier = self._schedules.get(schedule_id)
+        if earlier is None:
+            earlier = self._schedules.get(legacy_schedule_id(request.idempotency_key))
+        return earlier if earlier is not None and earlier.queue == request.queue else None
+
     def _repeat(self, earlier: Schedule, request: CreateSchedule, now: int) -> CreatedSchedule:
         if earlier.fingerprint != request.fingerprint():
             raise Conflict("idempotency_key was already used for a different schedule")
         if earlier.state is not ScheduleState.DELETED:
             self._release_head(earlier)  # finish the first request's work if it died
         return CreatedSchedule(earlier, created=False)
+
+    def _admit(
+        self, schedule: Schedule, first_ms: int | None, now: int, *, sent_again: int = 0
+    ) -> None:
+        """Count what this call writes at once against the queue's submission quota
+        (services.admission): the chain from `first_ms` (its occurrences due within the direct
+        window, and the next), and `sent_again` occurrences written before that it sends again.
+        A 429 or a 413 before anything is written."""
+        if self._admission is None or not self._admission.rate_limited(schedule.queue):
+            return
+        count = sent_again
+        if first_ms is not None:
+            count += occurrences_at_once(schedule, first_ms, now_ms=now)
+        self._admission.admit_at_once(
+            schedule.queue,
+            count,
+            field="rate" if schedule.rate is not None else "cron",
+            what="this schedule",
+        )
 
     def _occurrence(self, schedule: Schedule, at_ms: int, now: int) -> Job:
         default = self._default_attempts.get(schedule.queue, DEFAULT_MAX_ATTEMPTS)
@@ -283,10 +337,11 @@ class ScheduleService:
             return ChainPosition(current, last.next_at_ms, current.revision, last)
         return ChainPosition(current, current.first_at_ms, current.revision, last)
 
-    def _records(self, schedule_id: str) -> Iterator[RunRecord]:
-        """Run records newest first, a page at a time: a small first page, as the newest
-        decided one is nearly always among the first few (behind one `replaced` per update)."""
-        before: int | None = None
+    def _records(self, schedule_id: str, *, before_ms: int | None = None) -> Iterator[RunRecord]:
+        """Run records newest first (older than `before_ms` if given), a page at a time: a
+        small first page, as the newest decided one is nearly always among the first few
+        (behind one `replaced` per update)."""
+        before = before_ms
         limit = _FIRST_RECORDS
         while True:
             records, before = self._schedules.runs(schedule_id, limit=limit, before_ms=before)
@@ -309,7 +364,24 @@ class ScheduleService:
         return ScheduleView(
             schedule=schedule,
             next_run_at_ms=self._next_run_ms(position) if running else None,
-            last_run=position.last,
+            last_run=self._last_run(position),
+        )
+
+    def _last_run(self, position: ChainPosition) -> RunRecord | None:
+        """The newest decided occurrence whose time has come. Those due within the direct
+        window are decided (sent with an SQS delay) ahead of their time: they are upcoming, not
+        run, so the records are read again, from now back, only when the newest is ahead."""
+        now = self._clock.now_ms()
+        last = position.last
+        if last is None or last.at_ms <= now:
+            return last
+        return next(
+            (
+                record
+                for record in self._records(position.schedule.id, before_ms=now + 1)
+                if record.outcome is not RunOutcome.REPLACED
+            ),
+            None,
         )
 
     def _next_run_ms(self, position: ChainPosition) -> int | None:
@@ -336,13 +408,28 @@ class ScheduleService:
         return min([*ahead, *([upcoming] if upcoming is not None else [])], default=None)
 
     def runs(
-        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int,
+        before_ms: int | None = None,
+        when: RunsWhen | None = None,
     ) -> tuple[list[RunView], int | None]:
-        """Runs newest first, each with its job; and where the next page starts."""
+        """Runs newest first, each with its job and whether its time is still ahead; and where
+        the next page starts. `when`: only the past ones, or only the upcoming ones."""
         schedule = self._live(schedule_id)
-        records, more = self._schedules.runs(schedule.id, limit=limit, before_ms=before_ms)
+        now = self._clock.now_ms()
+        after_ms = None
+        if when is RunsWhen.PAST:
+            before_ms = min(before_ms, now + 1) if before_ms is not None else now + 1
+        elif when is RunsWhen.UPCOMING:
+            after_ms = now
+        records, more = self._schedules.runs(
+            schedule.id, limit=limit, before_ms=before_ms, after_ms=after_ms
+        )
         jobs = self._schedules.jobs([JobKey.from_job_id(r.job_id) for r in records])
-        return [RunView(r, jobs.get(JobKey.from_job_id(r.job_id))) for r in records], more
+        views = [RunView(r, jobs.get(JobKey.from_job_id(r.job_id)), r.at_ms > now) for r in records]
+        return views, more
 
     def _recent(self, schedule: Schedule) -> Iterator[tuple[RunRecord, Job | None]]:
         """Runs newest first, with their jobs, a page at a time."""
@@ -376,6 +463,7 @@ class ScheduleService:
                 self._admission.check_payload(
                     field="", queue=read.queue, payload_json=request.payload_json
                 )
+        counted = False  # the quota counts the request once, however many rounds it takes
         for _ in range(_UPDATE_ATTEMPTS):
             read = self._schedules.get(schedule_id)
             if read is None:
@@ -394,7 +482,10 @@ class ScheduleService:
                 # settings have applied since the first occurrence of this revision.
                 self._release_head(current)
                 return UpdatedSchedule(current, current.first_at_ms, replaced=None)
-            outcome, new_head = self._revise(current, updated, position, head_key, now)
+            outcome, new_head, admitted = self._revise(
+                current, updated, position, head_key, now, admit=not counted
+            )
+            counted = counted or admitted
             if outcome is Revised.REVISED:
                 if new_head.direct:
                     released = self._releaser.release([new_head], owned=True, by="schedule")
@@ -415,7 +506,12 @@ class ScheduleService:
         position: ChainPosition,
         head_key: JobKey,
         now: int,
-    ) -> tuple[Revised, Job]:
+        *,
+        admit: bool,
+    ) -> tuple[Revised, Job, bool]:
+        """The update's transaction. `admit`: count the new chain's first occurrences against
+        the queue's quota first (not yet counted by an earlier round of this request). Returns
+        how it ended, the new head, and whether it counted."""
         assert position.head_at_ms is not None
         head = self._store.get(head_key)
         after = position.last.at_ms if position.last is not None else None
@@ -436,7 +532,8 @@ class ScheduleService:
         expires = now // 1000 + self._retention_s
         if head is not None:
             if head.status not in _REPLACEABLE:
-                return Revised.HEAD_DECIDED, new_head  # claimed since: its record is written
+                # Claimed since: its record is written.
+                return Revised.HEAD_DECIDED, new_head, False
             head_write = self._store.replace_write(head_key, now_ms=now, expires_at_s=expires)
         else:
             # Decided-for but not written yet (a sweep between its record and its successor):
@@ -461,6 +558,8 @@ class ScheduleService:
             next_revision=updated.revision,
             revised=not current.is_original(head_key),
         )
+        if admit:
+            self._admit(updated, first, now)  # 429 or 413 before anything is written
         outcome = self._schedules.revise(
             updated,
             read_revision=current.revision,
@@ -469,7 +568,7 @@ class ScheduleService:
             head_write=head_write,
             new_head_write=self._store.new_job_write(new_head),
         )
-        return outcome, new_head
+        return outcome, new_head, admit
 
     # -- pause, resume, delete --------------------------------------------------------------
 
@@ -491,16 +590,20 @@ class ScheduleService:
         # Occurrences already sent for a time still ahead: hold them (the consumer skips a
         # paused job). Then the one waiting in the table, which a sweeper may be advancing
         # from right now: holding it makes that sweeper's claim fail.
-        # Each hold is conditional on the schedule still being paused (ScheduleStore.park): a
-        # resume that overtakes this pause must not find its occurrences parked after it.
+        # The holds are written in as few transactions as TransactWriteItems allows (one for
+        # the densest schedule), each conditional on the schedule still being paused
+        # (ScheduleStore.park_all): a resume that overtakes this pause must not find its
+        # occurrences parked after it. Those already run, cancelled or gone are skipped.
         ahead = [job for record, job in self._recent_ahead(schedule, now) if job is not None]
         head = self._head(schedule)
         if head is not None and head.status is Status.PENDING:
             ahead.append(head)
-        for job in ahead:
-            parked = self._schedules.park(schedule.id, self._store.park_write(job.key, now_ms=now))
-            if parked is Parked.NOT_PAUSED:
-                raise Conflict("schedule was resumed while this pause ran; retry", status=None)
+        # Only what the park's condition admits, as read: a run or held one would only cost a
+        # transaction that fails and is written again without it.
+        parkable = [j for j in ahead if j.status in _PARKABLE and j.attempts == 0]
+        writes = [self._store.park_write(job.key, now_ms=now) for job in parkable]
+        if self._schedules.park_all(schedule.id, writes) is Parked.NOT_PAUSED:
+            raise Conflict("schedule was resumed while this pause ran; retry", status=None)
         return schedule
 
     def _recent_ahead(self, schedule: Schedule, now: int) -> Iterator[tuple[RunRecord, Job | None]]:
@@ -515,6 +618,7 @@ class ScheduleService:
         if schedule.state is ScheduleState.ACTIVE:
             raise Conflict("schedule is active; only a paused schedule can be resumed")
         now = self._clock.now_ms()
+        self._admit_resume(schedule, now)  # 429 or 413 before anything is written
         if schedule.state is ScheduleState.PAUSED:
             _, current = self._schedules.set_state(
                 schedule.id, to=ScheduleState.RESUMING, when=[ScheduleState.PAUSED], now_ms=now
@@ -528,8 +632,27 @@ class ScheduleService:
         )
         return current or schedule
 
-    def _release_paused(self, schedule: Schedule, now: int) -> None:
-        """Resume's work, repeatable: every paused occurrence is released or skipped."""
+    def _admit_resume(self, schedule: Schedule, now: int) -> None:
+        """Count what the resume will send against the queue's quota: the paused occurrences
+        it sends again, and the chain from the waiting occurrence if that is due within the
+        direct window. Read before the resume's first write (a refusal writes nothing); its
+        work reads them again after marking the schedule resuming (a sweep may park the head
+        in between, which counts the same). Costs nothing on a queue without a limit."""
+        if self._admission is None or not self._admission.rate_limited(schedule.queue):
+            return
+        paused = self._paused(schedule, now)
+        head = paused.head
+        first = (
+            head.due_ms
+            if head is not None
+            and head.status in (Status.PAUSED, Status.PENDING)
+            and head.due_ms <= now + DIRECT_WINDOW_MS
+            else None
+        )
+        self._admit(schedule, first, now, sent_again=len(paused.ahead))
+
+    def _paused(self, schedule: Schedule, now: int) -> PausedOccurrences:
+        """The paused occurrences a resume finds, and what it does with each."""
         held = []
         # Every paused one in the lookback, not just the newest run of them: a later occurrence
         # may have been released meanwhile (a queue's catch-up) while earlier ones stay parked.
@@ -550,6 +673,12 @@ class ScheduleService:
         # the waiting occurrence is itself missed (it is then the catch-up, via the chain).
         if late and schedule.misfire is Misfire.FIRE_ONCE and not head_missed:
             ahead.append(late.pop(0))  # the latest missed one runs now
+        return PausedOccurrences(late=late, ahead=ahead, head=head)
+
+    def _release_paused(self, schedule: Schedule, now: int) -> None:
+        """Resume's work, repeatable: every paused occurrence is released or skipped."""
+        paused = self._paused(schedule, now)
+        late, ahead, head = paused.late, paused.ahead, paused.head
         expires = now // 1000 + self._retention_s
         for job in late:
             self._store.cancel(job.key, now_ms=now, expires_at_s=expires, chained=True)

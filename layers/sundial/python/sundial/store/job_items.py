@@ -32,7 +32,7 @@ from sundial.model.payloads import PayloadRef
 from sundial.retry import RetryPolicy
 
 if TYPE_CHECKING:
-    pass
+    from mypy_boto3_dynamodb.client import DynamoDBClient
 from sundial.store.table import (
     Item,
     TableAdapter,
@@ -337,7 +337,21 @@ _FOLLOWS = 4
 
 
 class JobItemStore(TableAdapter):
-    """The base of the stores that change job items: one conditional update of one job."""
+    """The base of the stores that change job items: one conditional update of one job.
+
+    `read_back`: for a runner whose role may write only some attributes of a job item (a
+    consumer Lambda: its role's writes are bounded by dynamodb:Attributes, stacks/consumers.py).
+    AWS's fine-grained access control expects such a writer to ask for no more than the
+    attributes it writes back (ReturnValues NONE, UPDATED_OLD or UPDATED_NEW, never ALL_NEW),
+    so an update that hands back the job as written asks for UPDATED_NEW and reads the item
+    after (one consistent GetItem, which the role may do), with this write's values over it:
+    the attributes the write set are as it left them (a count's `waiting_on` is its own, never
+    a later count's), the others as read, possibly a later state of the job, which every caller
+    of such an update tolerates (each next step is a conditional write of its own)."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str, *, read_back: bool = False) -> None:
+        super().__init__(client, table_name)
+        self._read_back = read_back
 
     def _update_job(
         self,
@@ -370,12 +384,16 @@ class JobItemStore(TableAdapter):
             request["ExpressionAttributeNames"] = used
         if values:  # DynamoDB refuses an empty map
             request["ExpressionAttributeValues"] = values
+        read_back = returns is not None and self._read_back
         if returns is not None:
-            request["ReturnValues"] = returns
+            request["ReturnValues"] = "UPDATED_NEW" if read_back else returns
         at = key
         for _ in range(_FOLLOWS):
             request["Key"] = key_item(at)
             written, item = self._write_if("update", **request)
+            if written and read_back:
+                read = self._get_item(request["Key"])
+                item = {**read, **(item or {})} if read is not None else None
             target = pointer_target(item) if item is not None and not written else None
             if target is None:
                 if written or item is not None or at == key or not follow:

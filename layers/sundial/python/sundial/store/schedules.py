@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     pass
 
 SCHEDULE_SK = "schedule"
+# TransactWriteItems takes up to 100 entries: a park's check of the schedule and 99 occurrences.
+PARKS_PER_TRANSACTION = 99
 RUN_PREFIX = "run#"
 SCHEDULE_PREFIX = "sched#"
 LISTING_PREFIX = "schedules#"
@@ -243,6 +245,27 @@ class ScheduleStore(TableAdapter):
         if not failed:
             return Parked.PARKED
         return Parked.NOT_PAUSED if 0 in failed else Parked.GONE
+
+    def park_all(self, schedule_id: str, occurrence_writes: Sequence[Item]) -> Parked:
+        """Park many occurrences of a paused schedule (JobStore.park_write entries), up to
+        PARKS_PER_TRANSACTION in each transaction with the check that the schedule is still
+        paused (the rules of `park`, per transaction; sundial.timing, "Parking"). An occurrence
+        whose park fails (it was taken, cancelled or removed meanwhile) is left out and the
+        others are written again. NOT_PAUSED when a resume landed first: the transactions
+        before it stay written (that resume reads them after its own write and releases them),
+        and nothing more is parked. Otherwise PARKED (those no longer parkable are skipped)."""
+        remaining = list(occurrence_writes)
+        while remaining:
+            chunk, rest = remaining[:PARKS_PER_TRANSACTION], remaining[PARKS_PER_TRANSACTION:]
+            failed = transact(self._db, [self.paused_check(schedule_id), *chunk])
+            if not failed:
+                remaining = rest
+            elif 0 in failed:
+                return Parked.NOT_PAUSED
+            else:  # each round leaves at least one out, so the loop ends
+                skipped = {index - 1 for index in failed}
+                remaining = [w for i, w in enumerate(chunk) if i not in skipped] + rest
+        return Parked.PARKED
 
     def new_schedule_write(self, schedule: Schedule) -> Item:
         """A new schedule, as one TransactWriteItems entry (created with its first occurrence)."""
@@ -469,18 +492,27 @@ class ScheduleStore(TableAdapter):
         return _item_to_run(old)
 
     def runs(
-        self, schedule_id: str, *, limit: int, before_ms: int | None = None
+        self,
+        schedule_id: str,
+        *,
+        limit: int,
+        before_ms: int | None = None,
+        after_ms: int | None = None,
     ) -> tuple[list[RunRecord], int | None]:
-        """Up to `limit` runs, newest first, older than `before_ms` if given. Returns them and
-        the occurrence time to continue before (None when there are no more)."""
+        """Up to `limit` runs, newest first, older than `before_ms` and newer than `after_ms`
+        if given. Returns them and the occurrence time to continue before (None when there are
+        no more)."""
         # "~" sorts after "#": a revised record at before_ms - 1 ("run#<ms>#<ulid>") is in.
         upper = f"{run_sk(before_ms - 1)}~" if before_ms is not None else f"{RUN_PREFIX}~"
+        lower = run_sk(after_ms + 1) if after_ms is not None else RUN_PREFIX
+        if lower > upper:  # an empty range (DynamoDB refuses BETWEEN with the bounds crossed)
+            return [], None
         request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND sk BETWEEN :low AND :high",
             "ExpressionAttributeValues": {
                 ":pk": str_attr(schedule_pk(schedule_id)),
-                ":low": str_attr(RUN_PREFIX),
+                ":low": str_attr(lower),
                 ":high": str_attr(upper),
             },
             "ScanIndexForward": False,
