@@ -338,7 +338,6 @@ class Dependencies:
                 store=self._consumer_store,
                 queue_states=self.queue_states,
                 clock=self.clock,
-                retention_days=self.settings.retention_days,
             ),
         )
 
