@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
-from sundial.client.client import ReplayProgress, SundialClient
+from sundial.client.client import SundialClient
+from sundial.client.dead_letters import ReplayProgress
 from sundial.client.errors import (
     ApiUnreachable,
     Conflict,
