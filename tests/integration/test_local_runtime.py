@@ -317,7 +317,7 @@ def test_ctrl_c_stops_everything_quietly_and_a_restart_may_reuse_the_ports(
     _http("GET", f"http://127.0.0.1:{api_port}/queues/email", timeout=60)  # a cold start
     process.send_signal(signal.SIGINT)
     rest, _ = process.communicate(timeout=20)
-    assert process.returncode == 0
+    assert process.returncode == 0, rest
     assert "Traceback" not in rest and "BrokenPipeError" not in rest, rest
     # And started again at once on the same ports, it starts
     again = _start(synthesized, tmp_path, api_port, emulator_port)

@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="second messages of one attempt, runs longer than the visibility and a lease",
     )
+    parser.add_argument(
+        "--dag-controls",
+        action="store_true",
+        help="DAG pause, resume, cancel, node cancel and retry racing submits and progress",
+    )
     args = parser.parse_args(argv)
     # The code under test logs every injected fault it handles; the trace says it better.
     logging.disable(logging.CRITICAL)
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         move_limit=args.move_limit,
         tenants=args.tenants,
         holders=args.holders,
+        dag_controls=args.dag_controls,
     )
     result = simulate(config)
     injected = dict(sorted(result.faults.items()))

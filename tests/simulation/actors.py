@@ -292,10 +292,11 @@ class Actors(WorldBase):
             if before is None:
                 return sorted(views, key=lambda v: v.run.at_ms)
 
-    def op_submit_dag(self, slot: str) -> None:
+    def op_submit_dag(self, slot: str, request: SubmitDag | None = None) -> None:
+        """The slot's tenant's DAG, or `request`."""
         # (It used to add an idempotency_key, which SubmitDag refuses: every DAG submit of the
         # simulation failed validation, so no DAG ever ran in it.)
-        dag = SubmitDag.model_validate(self.tenant_of(slot).dag)
+        dag = request or SubmitDag.model_validate(self.tenant_of(slot).dag)
         try:
             view = self._client_call(
                 slot,

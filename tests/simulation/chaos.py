@@ -22,7 +22,16 @@ from tests.simulation.sim import simulate
 
 JOBS_PER_RUN = 100
 # The profiles a chaos run takes in turn (each with and without faults), by Config field.
-PROFILES = (None, "movers", "dead_letters", "long_time", "move_limit", "tenants", "holders")
+PROFILES = (
+    None,
+    "movers",
+    "dead_letters",
+    "long_time",
+    "move_limit",
+    "tenants",
+    "holders",
+    "dag_controls",
+)
 
 
 @dataclass
@@ -76,6 +85,7 @@ def run_one(seed: int) -> RunResult:
         move_limit=profile == "move_limit",
         tenants=profile == "tenants",
         holders=profile == "holders",
+        dag_controls=profile == "dag_controls",
     )
     result = simulate(config)
     result.trace = []  # only the summary crosses the process boundary

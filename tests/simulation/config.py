@@ -89,6 +89,9 @@ class Config:
     # Second messages of one attempt without a fault, and runs longer than the visibility
     # timeout and a worker's lease (issue 31; tests.simulation.holders).
     holders: bool = False
+    # An operator's pause, resume, cancel, node cancel and node retry racing DAG submits and
+    # the nodes' progress, with runs that last (issue 32; tests.simulation.dag_controls).
+    dag_controls: bool = False
 
     @property
     def profile_flags(self) -> str:
@@ -100,5 +103,6 @@ class Config:
             "--move-limit": self.move_limit,
             "--tenants": self.tenants,
             "--holders": self.holders,
+            "--dag-controls": self.dag_controls,
         }
         return "".join(f" {flag}" for flag, on in flags.items() if on)

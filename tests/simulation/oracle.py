@@ -118,6 +118,8 @@ class Oracle(ScheduleOracle):
             errors += self.check_holders()
         if self.config.move_limit:
             errors += self.check_move_counts()
+        if self.config.dag_controls:
+            errors += self.check_dag_controls()
         return errors
 
     def _check_dead_letters(
@@ -226,9 +228,19 @@ class Oracle(ScheduleOracle):
         }
 
     def _parent_order(self, job_id: str, parent: str, order: dict[str, int]) -> bool | None:
-        name, _ = self.ledger.dag_nodes[job_id]
+        """Whether the node's parent was finished when the node first ran: it ran before, or a
+        cancel of it had answered 200 (a cancelled parent counts as finished, as `on_failure:
+        continue` and a retry by id let a child run; its retry later runs it after the child),
+        or a cancel of it got no answer and it never ran."""
+        ledger = self.ledger
+        name, _ = ledger.dag_nodes[job_id]
         dag = name.split("/")[0]
-        for other_id, (other, _) in self.ledger.dag_nodes.items():
+        for other_id, (other, _) in ledger.dag_nodes.items():
             if other == f"{dag}/{parent}":
-                return other_id in order and order[other_id] < order[job_id]
+                if other_id in order and order[other_id] < order[job_id]:
+                    return True
+                cancelled_at = ledger.cancelled_after.get(other_id)
+                if cancelled_at is not None and cancelled_at <= order[job_id]:
+                    return True
+                return other_id not in order and other_id in ledger.maybe_cancelled
         return None

@@ -12,13 +12,14 @@ from sundial.model.schedule import (
     ScheduleState,
 )
 from sundial.services.schedules import RunView
+from tests.simulation.dag_controls import DagControls
 from tests.simulation.holders import Holders
 from tests.simulation.long_time import LongTime
 from tests.simulation.move_limit import MoveLimit
 from tests.simulation.tenants import Tenants
 
 
-class ScheduleOracle(LongTime, Tenants, Holders, MoveLimit):
+class ScheduleOracle(LongTime, Tenants, Holders, MoveLimit, DagControls):
     """The schedule checks; the profiles' actors and checks come in with its bases."""
 
     def _check_schedules(

@@ -105,11 +105,13 @@ from sundial.model.schedule import (
 )
 from sundial.model.submission import SubmitJob
 from sundial.services.dead_letters import DeadLetterFilter
+from sundial.transport.envelope import Envelope
 from tests.simulation.aws import Slot, moto_at
 from tests.simulation.config import (
     Config,
     Flood,
 )
+from tests.simulation.dag_controls import DAG_SLOTS
 from tests.simulation.ledger import RunResult
 from tests.simulation.long_time import lifecycle_rules
 from tests.simulation.move_limit import MOVE_LIMIT
@@ -118,6 +120,11 @@ from tests.simulation.scheduler import Actor
 
 
 class World(Oracle):
+    def run_duration_ms(self, job: Envelope) -> int:
+        if self.config.dag_controls and job.dag is not None:
+            return self.dag_node_run_ms(job)
+        return super().run_duration_ms(job)
+
     def plan_tick(self, tick: int, jobs_left: int) -> tuple[list[Actor], int]:
         rng = self.rng
         actors: list[Actor] = []
@@ -175,6 +182,8 @@ class World(Oracle):
             actors += self.holder_actors(tick)
         if config.long_time:
             actors += self.long_actors(tick)
+        if config.dag_controls:
+            actors += self.dag_control_actors(tick)
         return actors
 
     def run(self) -> None:
@@ -204,6 +213,7 @@ class World(Oracle):
         if self.config.holders:
             self.prepare_holders()
         self.limit_repeats = []
+        self.prepare_dag_controls()
 
     def add_profile_slots(self) -> None:
         config = self.config
@@ -215,6 +225,9 @@ class World(Oracle):
             self.slots["limit-mover"] = Slot(self, "limit-mover")
         if config.long_time:
             self.add_long_slots()
+        if config.dag_controls:
+            for slot in DAG_SLOTS:
+                self.slots[slot] = Slot(self, slot)
         if config.tenants:
             self.restrict_slots()
 
@@ -265,6 +278,8 @@ class World(Oracle):
                 deps.jobs.resume(job_id)
         if self.config.long_time:
             self.resume_long_paused()
+        if self.config.dag_controls:
+            self.resume_paused_dags()
         self.drain_until = self.clock.now_ms()
         # Runs longer than a tick (the holders profile) see their time pass in smaller steps.
         steps, step_s = (80, 30) if self.config.holders else (40, 60)

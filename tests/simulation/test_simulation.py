@@ -27,6 +27,8 @@ JOBS = 40
         (11, True, "--move-limit"),
         (22, False, "--tenants"),
         (31, True, "--holders"),
+        (61, False, "--dag-controls"),
+        (62, True, "--dag-controls"),
     ],
 )
 def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, extra: str | None) -> None:
@@ -36,7 +38,9 @@ def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, extra: str
     acting, then a retention (issue 25). `--move-limit`: jobs pushed to a lowered move limit,
     crashes around the last move's send (issue 25). `--tenants`: a second tenant, every write
     checked against its tenant, a hostile message (issue 25). `--holders`: second messages of
-    one attempt and runs longer than the visibility timeout and a lease (issue 31)."""
+    one attempt and runs longer than the visibility timeout and a lease (issue 31).
+    `--dag-controls`: DAG pause, resume, cancel, node cancel and node retry racing submits and
+    the nodes' progress, with runs that last (issue 32)."""
     command = [sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--jobs", str(JOBS)]
     command += [extra] if extra else []
     env = {**os.environ, "PYTHONHASHSEED": "0"}
