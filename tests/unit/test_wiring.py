@@ -8,8 +8,9 @@ import boto3
 
 from sundial.clock import ManualClock
 from sundial.runs.leases import LeaseRequest
+from sundial.settings import USER_AGENT
 from sundial.transport.receiver import SQS_MAX_WAIT_S
-from sundial.wiring import USER_AGENT, configure
+from sundial.wiring import configure
 
 
 def test_every_request_carries_the_fixed_user_agent(
