@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, JsonValue
 
@@ -84,6 +84,7 @@ from sundial.client.transport import (
     Transport,
     TransportFailure,
     default_api_url,
+    get_presigned,
 )
 
 if TYPE_CHECKING:
@@ -750,25 +751,65 @@ class SundialClient:
         return from_api(model, response.body)
 
     def _send(self, request: ApiRequest, repeat: Repeat) -> ApiResponse:
-        """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure
-        is raised as its typed error."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self._transport(request)
-            except TransportFailure as failure:
-                error: SundialError = ApiUnreachable(str(failure))
-                may_repeat = repeat is Repeat.SAFE or not failure.sent
-            else:
-                if 200 <= response.status < 300:
-                    return response
-                error = error_for(response.status, _json(response.body), response.headers)
-                may_repeat = _is_transient(error, repeat)
-            if not may_repeat or attempt >= self.backoff.max_attempts:
-                raise error
-            retry_after = error.retry_after if isinstance(error, RateLimited) else None
-            self._sleep(self.backoff.delay_s(attempt, retry_after_s=retry_after, rng=self._rng))
+        return send(
+            self._transport,
+            request,
+            repeat,
+            backoff=self.backoff,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
+
+
+def send(
+    transport: Transport,
+    request: ApiRequest,
+    repeat: Repeat,
+    *,
+    backoff: Backoff,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> ApiResponse:
+    """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure is
+    raised as its typed error. The one retry policy of every request the client package makes
+    (the API's, and the presigned payload GETs of sundial.worker)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            response = transport(request)
+        except TransportFailure as failure:
+            error: SundialError = ApiUnreachable(str(failure))
+            may_repeat = repeat is Repeat.SAFE or not failure.sent
+        else:
+            if 200 <= response.status < 300:
+                return response
+            error = error_for(response.status, _json(response.body), response.headers)
+            may_repeat = _is_transient(error, repeat)
+        if not may_repeat or attempt >= backoff.max_attempts:
+            raise error
+        retry_after = error.retry_after if isinstance(error, RateLimited) else None
+        sleep(backoff.delay_s(attempt, retry_after_s=retry_after, rng=rng))
+
+
+def fetch_presigned(
+    url: str,
+    *,
+    timeout_s: float = 60.0,
+    backoff: Backoff | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> bytes:
+    """The body at a presigned URL (a lease's `payload_url`). Safe to repeat (a GET changes
+    nothing): repeated on 429, 5xx and no answer, with backoff, as every safe call of the
+    client. NotFound when the object is gone; the typed error of the last failure otherwise."""
+    response = send(
+        lambda _: get_presigned(url, timeout_s=timeout_s),
+        ApiRequest("GET", urlsplit(url).path),
+        Repeat.SAFE,
+        backoff=backoff or Backoff(),
+        sleep=sleep or time.sleep,
+    )
+    return response.body
 
 
 def _is_transient(error: SundialError, repeat: Repeat) -> bool:
