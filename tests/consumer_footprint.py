@@ -2,9 +2,13 @@
 interpreter imports `sundial.consumer` and handles one SQS record end to end (the fence, the
 take, the function, the success write) against a moto server, as a Lambda would against AWS.
 
-The job is prepared beforehand by the full runtime, in this process, and its item reset before
-each probe (`reset`), so every probe handles the same first delivery of a queued job. Used by
-tests/unit/test_layers.py (the module budget) and bench/sdk_import.py (the time).
+The job is prepared beforehand by the full runtime, in this process. Each probe puts the job's
+item back as the submit wrote it once it is done, so every probe handles the same first
+delivery of a queued job. Used by tests/unit/test_layers.py (the module budget) and
+bench/sdk_import.py (the time). To time whole processes with a tool of your own:
+
+    python -m tests.consumer_footprint serve DIR   # a moto server, the job, DIR/probe.py
+    env PYTHONPATH=layers/sundial/python /usr/bin/time -v python -P DIR/probe.py DIR/state.json
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,20 +40,28 @@ from tests.support import TABLE, create_priority_queues, create_queues, create_t
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "layers" / "sundial" / "python"
 
-# Run in the fresh interpreter: the SQS event on stdin; prints how long the import and the first
-# record took, the batch response, and the package's entries in sys.modules: `loaded`, all of
-# them; `modules`, the modules of code among them (packages' `__init__` aside, as
-# BENCHMARKS.md counts).
+# Run in the fresh interpreter, given the state file (PreparedRecord.save): prints how long the
+# import and the first record took, the batch response, the job's status after it, and the
+# package's entries in sys.modules: `loaded`, all of them; `modules`, the modules of code
+# among them (packages' `__init__` aside, as BENCHMARKS.md counts). Then it puts the job's item
+# back for the next probe (untimed).
 PROBE = """
-import json, sys, time
-event = json.loads(sys.stdin.read())
+import json, os, sys, time
+state = json.load(open(sys.argv[1]))
+os.environ.update(state["environ"])
 started = time.perf_counter()
 from sundial.consumer import JobConsumer
 imported = time.perf_counter()
 consumer = JobConsumer(lambda job: {"ran": job.id}, visibility_timeout_s=120)
-response = consumer.lambda_handler(event, None)
+response = consumer.lambda_handler(state["event"], None)
 done = time.perf_counter()
 loaded = sorted(m for m in sys.modules if m == "sundial" or m.startswith("sundial."))
+import boto3
+dynamodb = boto3.client("dynamodb")
+item = state["item"]
+key = {"pk": item["pk"], "sk": item["sk"]}
+status = dynamodb.get_item(TableName=state["table"], Key=key)["Item"]["status"]["S"]
+dynamodb.put_item(TableName=state["table"], Item=item)
 print(json.dumps({
     "import_ms": (imported - started) * 1000,
     "first_record_ms": (done - imported) * 1000,
@@ -54,6 +70,7 @@ print(json.dumps({
     "modules": [m for m in loaded if not hasattr(sys.modules[m], "__path__")],
     "all_modules": len(sys.modules),
     "response": response,
+    "status": status,
 }))
 """
 
@@ -78,36 +95,42 @@ class PreparedRecord:
     environ: dict[str, str]  # the consumer's SUNDIAL_* and AWS_* environment
     event: dict[str, Any]
     job_id: str
-    item: dict[str, Any]  # the job's item as the submit wrote it (queued), to reset it
+    item: dict[str, Any]  # the job's item as the submit wrote it (queued)
 
-    def reset(self) -> None:
-        """Put the job back as it was before any probe took and ended its attempt."""
-        _client("dynamodb", self.environ).put_item(TableName=TABLE, Item=self.item)
-
-    def status(self) -> str:
-        found = _client("dynamodb", self.environ).get_item(
-            TableName=TABLE, Key={"pk": self.item["pk"], "sk": self.item["sk"]}
-        )["Item"]
-        return str(found["status"]["S"])
+    def save(self, directory: Path) -> Path:
+        """The probe's state file (and the probe beside it, probe.py), in `directory`."""
+        (directory / "probe.py").write_text(PROBE)
+        state = directory / "state.json"
+        body = {"environ": self.environ, "event": self.event, "item": self.item, "table": TABLE}
+        state.write_text(json.dumps(body))
+        return state
 
     def probe(self, package_root: Path = PACKAGE_ROOT) -> dict[str, Any]:
-        """Run PROBE in a fresh interpreter on the package under `package_root`."""
+        """Run PROBE in a fresh interpreter on the package under `package_root`; with the
+        whole process's wall and CPU time (as the OS accounts the reaped child)."""
         env = {
             "PATH": os.environ.get("PATH", ""),
             "PYTHONPATH": str(package_root),
             "PYTHONDONTWRITEBYTECODE": "1",
-            **self.environ,
         }
-        out = subprocess.run(
-            [sys.executable, "-c", PROBE],
-            input=json.dumps(self.event),
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        with tempfile.TemporaryDirectory() as directory:
+            state = self.save(Path(directory))
+            before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            out = subprocess.run(
+                [sys.executable, "-P", "-c", PROBE, str(state)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            wall_s, after = (
+                time.perf_counter() - started,
+                resource.getrusage(resource.RUSAGE_CHILDREN),
+            )
         result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-        return result
+        # The whole process, interpreter start to exit (the item's reset included: one call).
+        cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return result | {"process_wall_ms": wall_s * 1000, "process_cpu_ms": cpu_s * 1000}
 
 
 def _client(service: str, environ: Mapping[str, str]) -> Any:
@@ -167,3 +190,19 @@ def _aws_environment(environ: Mapping[str, str]) -> Iterator[None]:
                 del os.environ[name]
             else:
                 os.environ[name] = value
+
+
+def serve(directory: Path) -> None:
+    """Prepare a record on a moto server and keep it up until SIGTERM or SIGINT, with the
+    probe and its state file in `directory`."""
+    with emulator() as url, prepared_record(url) as record:
+        state = record.save(directory)
+        print(f"ready: python -P {directory / 'probe.py'} {state}", flush=True)
+        signal.sigwait({signal.SIGTERM, signal.SIGINT})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "serve":
+        raise SystemExit("usage: python -m tests.consumer_footprint serve DIR")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    serve(Path(sys.argv[2]))
