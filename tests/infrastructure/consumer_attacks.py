@@ -162,7 +162,7 @@ def _expire(db: Any, table: str, now: int) -> None:
 
 
 def _timer(db: Any, table: str, now: int) -> None:
-    timer = retry_timer(_victim(now), attempt=2, at_ms=now + 3_600_000, expires_at_s=now // 1000)
+    timer = retry_timer(_victim(now), attempt=2, at_ms=now + 3_600_000)
     JobStore(db, table).put_if_absent(timer, now_ms=now)
 
 

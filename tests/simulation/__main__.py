@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from tests.simulation.chaos import chaos
+from tests.simulation.config import Config, Flood
 from tests.simulation.profiles import CLEAN, FAULTY
-from tests.simulation.sim import Config, Flood, simulate
+from tests.simulation.sim import simulate
 
 TRACES = Path("build/simulation")
 
@@ -49,6 +50,26 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="some jobs die: DLQ indexing, replays and retries by id race everything",
     )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="jumps of days: DynamoDB's TTL, the payload lifecycle and the history Lambda act",
+    )
+    parser.add_argument(
+        "--move-limit",
+        action="store_true",
+        help="jobs pushed to the move limit (lowered), with crashes around the last move's send",
+    )
+    parser.add_argument(
+        "--tenants",
+        action="store_true",
+        help="a second tenant (queue billing) and a hostile message; every write checked",
+    )
+    parser.add_argument(
+        "--holders",
+        action="store_true",
+        help="second messages of one attempt, runs longer than the visibility and a lease",
+    )
     args = parser.parse_args(argv)
     # The code under test logs every injected fault it handles; the trace says it better.
     logging.disable(logging.CRITICAL)
@@ -64,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         flood=flood,
         movers=args.movers,
         dead_letters=args.dead_letters,
+        long_time=args.long,
+        move_limit=args.move_limit,
+        tenants=args.tenants,
+        holders=args.holders,
     )
     result = simulate(config)
     injected = dict(sorted(result.faults.items()))
@@ -74,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         f" moves answered {result.moves_answered} (jobs moved and run {result.moved_and_ran}),"
         f" died and came back {result.died_and_came_back}"
     )
+    if result.counts:
+        print("  " + ", ".join(f"{what} {n}" for what, n in sorted(result.counts.items())))
     if flood is not None:
         lateness = sorted(result.quiet_lateness_ms) or [0]
         print(
@@ -92,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for violation in result.violations:
         print(f"VIOLATION {violation}")
     flags = (" --clean" if args.clean else "") + (f" --flood {args.flood}" if args.flood else "")
-    flags += (" --movers" if args.movers else "") + (" --dead-letters" if args.dead_letters else "")
+    flags += config.profile_flags
     print(
         f"the whole trace: {trace}\nreplay: python -m tests.simulation --seed {result.seed}"
         f" --jobs {args.jobs}{flags} --trace"

@@ -3,7 +3,8 @@
 moto's SQS and DynamoDB slow down as queues and tables grow, so the jobs are spread over many
 small runs (each a fresh emulator), alternating a run with faults and one with races only
 (where a duplicate is a violation, not a consequence of a crash), and, in turn by pairs of
-seeds, the plain profile, `--movers` and `--dead-letters`."""
+seeds, the plain profile, `--movers`, `--dead-letters`, `--long`, `--move-limit`, `--tenants`
+and `--holders` (PROFILES)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from tests.simulation.config import Config
+from tests.simulation.ledger import RunResult
 from tests.simulation.profiles import CLEAN, FAULTY
-from tests.simulation.sim import Config, RunResult, simulate
+from tests.simulation.sim import simulate
 
 JOBS_PER_RUN = 100
+# The profiles a chaos run takes in turn (each with and without faults), by Config field.
+PROFILES = (None, "movers", "dead_letters", "long_time", "move_limit", "tenants", "holders")
 
 
 @dataclass
@@ -30,6 +35,7 @@ class Totals:
     duplicates_after_fault: int = 0
     cancelled_then_ran: int = 0
     early: int = 0
+    cross_tenant: int = 0
     other: int = 0
     failing_seeds: list[int] = field(default_factory=list)
 
@@ -42,11 +48,14 @@ class Totals:
         self.duplicates_after_fault += result.duplicates_after_fault
         self.cancelled_then_ran += len(result.cancelled_then_ran)
         self.early += len(result.early)
+        cross_tenant = sum(1 for error in result.errors if error.startswith("cross-tenant"))
+        self.cross_tenant += cross_tenant
         counted = (
             len(result.lost)
             + len(result.duplicates_clean)
             + len(result.cancelled_then_ran)
             + len(result.early)
+            + cross_tenant
         )
         self.other += len(result.violations) - counted  # schedules, DAGs, moves, dead letters...
         if result.violations:
@@ -56,13 +65,17 @@ class Totals:
 def run_one(seed: int) -> RunResult:
     logging.disable(logging.CRITICAL)  # the code under test logs every fault it handles
     faults = CLEAN if seed % 2 else FAULTY
-    profile = (seed // 2) % 3  # each profile with and without faults
+    profile = PROFILES[(seed // 2) % len(PROFILES)]  # each with and without faults
     config = Config(
         seed=seed,
         jobs=JOBS_PER_RUN,
         faults=faults,
-        movers=profile == 1,
-        dead_letters=profile == 2,
+        movers=profile == "movers",
+        dead_letters=profile == "dead_letters",
+        long_time=profile == "long_time",
+        move_limit=profile == "move_limit",
+        tenants=profile == "tenants",
+        holders=profile == "holders",
     )
     result = simulate(config)
     result.trace = []  # only the summary crosses the process boundary
@@ -92,7 +105,9 @@ def chaos(*, total_jobs: int, first_seed: int = 1, processes: int = 2) -> int:
         f"  duplicates after a crash: {totals.duplicates_after_fault}\n"
         f"  cancelled-then-ran: {totals.cancelled_then_ran}\n"
         f"  early: {totals.early}\n"
-        f"  other violations (schedules, DAGs, moves, dead letters, quotas): {totals.other}"
+        f"  cross-tenant changes: {totals.cross_tenant}\n"
+        f"  other violations (schedules, DAGs, moves, dead letters, quotas, retention, tenants,"
+        f" move limit): {totals.other}"
     )
     if totals.failing_seeds:
         print(

@@ -22,11 +22,21 @@ JOBS = 40
         (3, True, "--dead-letters"),
         (4, False, "--dead-letters"),
         (5, False, None),
+        (43, False, "--long"),
+        (42, False, "--long"),
+        (11, True, "--move-limit"),
+        (22, False, "--tenants"),
+        (31, True, "--holders"),
     ],
 )
 def test_the_promises_hold_in_a_simulated_run(seed: int, clean: bool, extra: str | None) -> None:
     """`--movers`: a client moves jobs (PATCH /jobs/{id}) nearly every tick (issue 18).
-    `--dead-letters`: some jobs die; DLQ indexing, replays and retries by id race the rest."""
+    `--dead-letters`: some jobs die; DLQ indexing, replays and retries by id race the rest.
+    `--long`: jumps of days, with DynamoDB's TTL, the payload lifecycle and the history Lambda
+    acting, then a retention (issue 25). `--move-limit`: jobs pushed to a lowered move limit,
+    crashes around the last move's send (issue 25). `--tenants`: a second tenant, every write
+    checked against its tenant, a hostile message (issue 25). `--holders`: second messages of
+    one attempt and runs longer than the visibility timeout and a lease (issue 31)."""
     command = [sys.executable, "-m", "tests.simulation", "--seed", str(seed), "--jobs", str(JOBS)]
     command += [extra] if extra else []
     env = {**os.environ, "PYTHONHASHSEED": "0"}

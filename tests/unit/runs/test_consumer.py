@@ -484,7 +484,6 @@ def test_a_message_naming_a_retry_timer_or_another_queues_job_runs_nothing(
         dataclasses.replace(failed, queue="default", payload_json='{"planted":true}'),
         attempt=2,
         at_ms=clock.now_ms() + 3_600_000,
-        expires_at_s=clock.now_ms() // 1000 + 86_400,
     )
     planted = dataclasses.replace(planted, status=Status.QUEUED)
     deps.store.put_if_absent(planted, now_ms=clock.now_ms())

@@ -53,7 +53,7 @@ from sundial.client import (
     SundialClient,
     SundialError,
 )
-from sundial.client.client import fetch_presigned
+from sundial.client.leases import fetch_presigned
 from sundial.clock import Clock, SystemClock
 from sundial.model.payloads import PayloadUnavailable, check_payload
 from sundial.transport.envelope import Envelope

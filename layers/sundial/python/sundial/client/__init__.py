@@ -14,7 +14,9 @@ request is signed), so it is light to install and to import anywhere.
 """
 
 from sundial.client.backoff import Backoff
-from sundial.client.client import Repeat, ReplayProgress, SundialClient, new_idempotency_key
+from sundial.client.calls import Repeat, new_idempotency_key
+from sundial.client.client import SundialClient
+from sundial.client.dead_letters import ReplayProgress
 from sundial.client.errors import (
     ApiUnreachable,
     Conflict,

@@ -401,7 +401,7 @@ class ShardSweep:
             now_ms=now,
             lease_ms=CLAIM_LEASE_MS,
             from_token=from_token,
-            keep_expiry=job.retry_of is not None,
+            expires_at_s=self._expires_at_s if job.retry_of is not None else None,
             swept=True,
             chained=chained,
             return_job=True,

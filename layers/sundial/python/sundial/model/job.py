@@ -192,7 +192,7 @@ class Job(Keyed):
         return self.history[-1] if self.history else None
 
 
-def retry_timer(job: Job, *, attempt: int, at_ms: int, expires_at_s: int) -> Job:
+def retry_timer(job: Job, *, attempt: int, at_ms: int) -> Job:
     """A retry timer: the item at `at_ms` that stands for attempt `attempt` of `job`, which the
     sweeper dispatches at that time under the job's id (Job.retry_of). It carries what the
     attempt's message carries (queue, payload or its stored reference, the DAG context, the
@@ -201,7 +201,9 @@ def retry_timer(job: Job, *, attempt: int, at_ms: int, expires_at_s: int) -> Job
     node onto a paused queue (services.dag_progress), always more than SQS's 15-minute delay
     ahead, so no sweep can have passed it (sundial.timing). Its key is derived from the job,
     the attempt, the revision and the time: the same retry written again (a repair) is the same
-    item, so a conditional put writes no second timer."""
+    item, so a conditional put writes no second timer. It has no expiry until the sweeper
+    sends it (JobStore.claim gives it one then): a pause of its queue or DAG can hold it back
+    for longer than any retention, and its job waits on it."""
     seed = hashlib.sha256(f"{job.id}#{attempt}#{job.revision}".encode()).digest()
     ulid = ULID.from_bytes(at_ms.to_bytes(6, "big") + seed[:10])
     return Job(
@@ -215,6 +217,5 @@ def retry_timer(job: Job, *, attempt: int, at_ms: int, expires_at_s: int) -> Job
         retry_of=job.origin or job.key,  # the job's id, wherever a move put it
         retry_attempt=attempt,
         revision=job.revision,  # its message is of the job's revision
-        expires_at_s=expires_at_s,
         dag=job.dag,  # the retry's message carries the node's DAG context too
     )

@@ -338,7 +338,7 @@ class Attempts:
         of a runner that died after scheduling (the fence, on the failed attempt's redelivery)
         writes no second timer."""
         deps = self.deps
-        timer = retry_timer(job, attempt=attempt, at_ms=at_ms, expires_at_s=self._expiry(at_ms))
+        timer = retry_timer(job, attempt=attempt, at_ms=at_ms)
         deps.store.put_if_absent(timer, now_ms=deps.clock.now_ms())
 
     def to_dead_letter_queue(self, job: Job, attempt: int) -> None:

@@ -397,19 +397,17 @@ class ConsumerCollaborators:
         from sundial.services.deferral import DeferredSends  # noqa: PLC0415
         from sundial.store.queue_states import QueueStateStore  # noqa: PLC0415
 
-        retention_days = self.settings.retention_days
         deferral = DeferredSends(
             store=self.store,
             queue_states=QueueStateStore(self._dynamodb, self.settings.table_name),
             clock=self.clock,
-            retention_days=retention_days,
         )
         return DagProgress(
             store=self.store,
             nodes=self.dag_nodes,
             sender=self.lifecycle.queues,
             clock=self.clock,
-            retention_days=retention_days,
+            retention_days=self.settings.retention_days,
             inline_results_bytes=MAX_RESULT_BYTES,
             deferral=deferral,
         )

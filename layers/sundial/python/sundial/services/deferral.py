@@ -21,13 +21,10 @@ from sundial.timing import DEFERRED_SEND_MS, SUBMIT_IN_FLIGHT_MS
 
 
 class DeferredSends:
-    def __init__(
-        self, *, store: JobStore, queue_states: QueueStateStore, clock: Clock, retention_days: int
-    ) -> None:
+    def __init__(self, *, store: JobStore, queue_states: QueueStateStore, clock: Clock) -> None:
         self._store = store
         self._queue_states = queue_states
         self._clock = clock
-        self._retention_s = retention_days * 86_400
 
     def paused_queues(self) -> frozenset[str]:
         """The queues paused now (one query of their states: reading them is allowed)."""
@@ -56,10 +53,5 @@ class DeferredSends:
         now = self._clock.now_ms()
         at = now + DEFERRED_SEND_MS
         for node in nodes:
-            timer = retry_timer(
-                node,
-                attempt=node.attempts + 1,
-                at_ms=at,
-                expires_at_s=at // 1000 + self._retention_s,
-            )
+            timer = retry_timer(node, attempt=node.attempts + 1, at_ms=at)
             self._store.put_if_absent(timer, now_ms=self._clock.now_ms())

@@ -84,8 +84,12 @@ class DagListingStore(TableAdapter):
         table. Only for the one-off backfill (sundial.backfill)."""
         request: dict[str, Any] = {
             "TableName": self._table,
-            # Nodes live in the shards' partitions (the index entries carry a dag_id too).
-            "FilterExpression": "begins_with(pk, :shard) AND attribute_exists(dag_id)",
+            # Nodes live in the shards' partitions (the index entries carry a dag_id too, and so
+            # does a node's retry timer, which is no node and may outlive its DAG's nodes).
+            "FilterExpression": (
+                "begins_with(pk, :shard) AND attribute_exists(dag_id)"
+                " AND attribute_not_exists(retry_of)"
+            ),
             "ProjectionExpression": "dag_id, #queue, created_at",
             "ExpressionAttributeNames": {"#queue": "queue"},
             "ExpressionAttributeValues": {":shard": str_attr(SHARD_PREFIX)},

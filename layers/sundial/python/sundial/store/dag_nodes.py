@@ -45,23 +45,38 @@ class DagNodeStore(JobItemStore):
         """Count a blocked node's parent as finished, once: ADD -1 to its waiting_on, unless the
         parent is already in done_parents. Returns (counted, the node after the write, or as it
         was if not). Exactly one parent's write takes waiting_on to 0. The node's expiry moves
-        on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger)."""
-        return self._update_job(
-            key,
-            update=(
-                "ADD waiting_on :minus_one, done_parents :parents"
-                + (", failed_parents :parents" if failed else "")
-                + " SET expires_at = :expires"
-            ),
-            condition="#status = :blocked AND NOT contains(done_parents, :parent)",
-            values={
-                ":minus_one": num_attr(-1),
-                ":parents": {"NS": [str(parent)]},
-                ":parent": num_attr(parent),
-                ":blocked": str_attr(Status.BLOCKED),
-                ":expires": num_attr(expires_at_s),
-            },
+        on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger),
+        except while it is `held` (its DAG paused, for as long as an operator likes: the resume
+        gives it an expiry back). An update cannot SET an attribute only if another is absent,
+        so a held node's count is a second write, after the first is refused for it."""
+        counted, node = self._count(key, parent=parent, failed=failed, expires_at_s=expires_at_s)
+        if counted or node is None or node.dag is None or not node.dag.held:
+            return counted, node
+        return self._count(key, parent=parent, failed=failed, expires_at_s=None)
+
+    def _count(
+        self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int | None
+    ) -> tuple[bool, Job | None]:
+        """count_finished_parent's write: with an expiry for a node not held, or without one
+        for a held node."""
+        values: Item = {
+            ":minus_one": num_attr(-1),
+            ":parents": {"NS": [str(parent)]},
+            ":parent": num_attr(parent),
+            ":blocked": str_attr(Status.BLOCKED),
+        }
+        update = "ADD waiting_on :minus_one, done_parents :parents" + (
+            ", failed_parents :parents" if failed else ""
         )
+        condition = "#status = :blocked AND NOT contains(done_parents, :parent)"
+        if expires_at_s is None:
+            condition += " AND held = :true"
+            values[":true"] = {"BOOL": True}
+        else:
+            update += " SET expires_at = :expires"
+            condition += " AND attribute_not_exists(held)"
+            values[":expires"] = num_attr(expires_at_s)
+        return self._update_job(key, update=update, condition=condition, values=values)
 
     def release_node(
         self,

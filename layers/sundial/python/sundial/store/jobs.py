@@ -117,15 +117,15 @@ class JobStore(JobItemStore):
         now_ms: int,
         lease_ms: int,
         from_token: str | None = None,
-        keep_expiry: bool = False,
+        expires_at_s: int | None = None,
         swept: bool = False,
         chained: bool = False,
         return_job: bool = False,
     ) -> ClaimOutcome:
         """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
         claim by `from_token` has expired (its claimer crashed before confirming the send).
-        The claim clears the item's expiry (set only on direct jobs until they are claimed)
-        unless `keep_expiry` (retry timers, which expire once their retention ends). A root of
+        The claim clears the item's expiry (set only on direct jobs until they are claimed), or
+        sets `expires_at_s` (a retry timer's: it is bookkeeping once sent). A root of
         a paused DAG (`held`) is not claimed: resuming the DAG dispatches it.
         `swept`: a sweeper's claim, which never takes a direct job (another path sends it, and
         the sweeper's read may predate it becoming direct). `chained`: also record that the
@@ -146,13 +146,15 @@ class JobStore(JobItemStore):
         }
         if chained:
             values[":true"] = {"BOOL": True}
+        if expires_at_s is not None:
+            values[":expires"] = num_attr(expires_at_s)
         won, job = self._update_job(
             key,
             update=(
                 "SET #status = :queued, claim_token = :token, lease_until = :lease,"
                 " queued_at = :at"
                 + (", chained = :true" if chained else "")
-                + ("" if keep_expiry else " REMOVE expires_at")
+                + (", expires_at = :expires" if expires_at_s is not None else " REMOVE expires_at")
             ),
             condition=condition,
             values=values,
