@@ -259,10 +259,11 @@ def _botocore_update_item(calls: int) -> Callable[[], int]:
 
 def _with_botocore_default_user_agent() -> None:
     """Side by side with the sweeper as built: its clients with botocore's own User-Agent,
-    which botocore assembles twice per request (sundial.wiring fixes it)."""
+    which botocore assembles twice per request (sundial.settings fixes it)."""
     import sundial.wiring  # noqa: PLC0415
+    from sundial.settings import boto_config  # noqa: PLC0415
 
-    sundial.wiring._BOTO_CONFIG = sundial.wiring.boto_config(user_agent=None)
+    sundial.wiring._BOTO_CONFIG = boto_config(user_agent=None)
 
 
 def _sweeper_default_user_agent(jobs: int) -> Callable[[], int]:

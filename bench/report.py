@@ -1320,10 +1320,64 @@ holds (boto3, Powertools and pydantic dominate), and the import's wall time.
 |---|---|---|---|---|---|
 {table}
 
-Now it loads: {names}. No service, schedule or DAG code: the process's collaborators are built
-on the first record and the DAG engine on the first DAG node (`tests/unit/test_layers.py`
-keeps it so). The time is mostly the third-party libraries', so it moves less than the
-module count.
+Now it loads: {names}. No service, schedule or DAG code. The time is mostly the third-party
+libraries', so it moves less than the module count.
+{self._first_record(result.get("first_record"))}"""
+
+    def _first_record(self, result: dict[str, Any] | None) -> str:
+        """Section 7's second part: the import and the first job, end to end."""
+        if not result:
+            return ""
+        trees = result["trees"]
+        now, before = trees["now"], trees.get("before")
+        labels = (
+            ("before", f"before (`{result['before_revision']}`): the composition root"),
+            ("now", "the consumer's own collaborators (this commit)"),
+        )
+        rows = "\n".join(
+            f"| {label} | {tree['modules']} ({tree['entries']}) | {tree['all_modules']} "
+            f"| {tree['import_ms_median']:.0f} ms | {tree['first_record_ms_median']:.0f} ms "
+            f"| {tree['process_wall_ms_median']:.0f} ms | {tree['process_cpu_ms_median']:.0f} ms |"
+            for name, label in labels
+            if (tree := trees.get(name)) is not None
+        )
+        if before is not None:
+            verdict = (
+                f"{before['modules']} → {now['modules']} modules; import + first job "
+                f"{before['total_ms_median']:.0f} → {now['total_ms_median']:.0f} ms; whole "
+                f"process {before['process_wall_ms_median']:.0f} → "
+                f"{now['process_wall_ms_median']:.0f} ms"
+            )
+        else:
+            verdict = f"{now['modules']} modules (the earlier revision is not in this clone)"
+        self.summary.append(
+            (
+                "Consumer cold start: `import sundial.consumer` and its first job, end to end",
+                verdict,
+                "≤ 20 modules",
+                "measured",
+            )
+        )
+        names = ", ".join(f"`{m.removeprefix('sundial.')}`" for m in now["module_names"])
+        return f"""
+**Import and the first job.** The cold start a consumer Lambda's first job pays: a fresh
+interpreter imports the SDK and handles one SQS record end to end (fence, take, the function,
+the success write) on a moto server, the job reset between runs
+([`tests/consumer_footprint.py`](tests/consumer_footprint.py)); both packages alternating in
+one run, medians. Module counts without packages' `__init__` (with them in brackets); whole
+process = interpreter start to exit, wall and CPU as the OS accounts the child. The same
+command timed by hand: `python -m tests.consumer_footprint serve DIR`, then
+`env PYTHONPATH=layers/sundial/python python -P DIR/probe.py DIR/state.json`.
+
+| package | sundial modules | all modules | import | first record | whole process (wall) | whole process (CPU) |
+|---|---|---|---|---|---|---|
+{rows}
+
+The first record now loads {names}: the job and attempt stores and the SQS senders the
+consumer builds from its settings (`runs/consumer.py`), the payload store only when there is a
+bucket, the DAG engine only on the first DAG node (`tests/unit/test_layers.py` keeps it at 20
+modules or fewer). Before, it loaded the composition root, every service, croniter and the DAG
+engine.
 """
 
     # -- 8. fair dispatch -------------------------------------------------------------------

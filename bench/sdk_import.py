@@ -1,6 +1,9 @@
 """What `import sundial.consumer` costs a consumer Lambda's cold start: the package modules it
 loads and the time, in fresh interpreters, for this tree and, side by side in the same run,
-for the flat package the rooms replaced (git revision BEFORE_ROOMS, when the clone has it)."""
+for the flat package the rooms replaced (git revision BEFORE_ROOMS, when the clone has it).
+And the import plus the first job handled end to end on a moto server
+(tests/consumer_footprint.py), for this tree and for the package before the consumer built its
+own collaborators (BEFORE_OWN_COLLABORATORS), whose first record loaded the composition root."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from bench.config import ROOT
 PACKAGE_ROOT = Path("layers/sundial/python")
 # main just before the package was arranged in rooms (issue 13).
 BEFORE_ROOMS = "99883cc"
+# main just before the consumer built its own collaborators (issue 28).
+BEFORE_OWN_COLLABORATORS = "b7373bd"
 PROBE = """
 import json, sys, time
 started = time.perf_counter()
@@ -45,6 +50,49 @@ def run_sdk_import(repeats: int, workdir: Path) -> dict[str, Any]:
         "repeats": repeats,
         "before_revision": BEFORE_ROOMS if before is not None else None,
         "trees": {name: _summary(runs) for name, runs in samples.items()},
+        "first_record": _first_record(repeats, workdir),
+    }
+
+
+def _first_record(repeats: int, workdir: Path) -> dict[str, Any]:
+    """Import plus one job handled, in fresh interpreters, alternating the trees."""
+    from tests.consumer_footprint import emulator, prepared_record  # noqa: PLC0415 - moto
+
+    trees = {"now": ROOT / PACKAGE_ROOT}
+    before = _checkout(BEFORE_OWN_COLLABORATORS, workdir / "sdk-before-own-collaborators")
+    if before is not None:
+        trees["before"] = before
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    with emulator() as url, prepared_record(url) as record:
+        for _ in range(repeats):
+            for name, path in trees.items():
+                probe = record.probe(path)
+                if probe["response"] != {"batchItemFailures": []} or probe["status"] != "succeeded":
+                    raise RuntimeError(f"the {name} tree did not run the job: {probe}")
+                samples[name].append(probe)
+    return {
+        "before_revision": BEFORE_OWN_COLLABORATORS if before is not None else None,
+        "trees": {
+            name: {
+                "modules": len(runs[0]["modules"]),
+                "entries": len(runs[0]["loaded"]),
+                "module_names": runs[0]["modules"],
+                "all_modules": runs[0]["all_modules"],
+                **{
+                    f"{figure}_median": round(statistics.median(r[figure] for r in runs), 1)
+                    for figure in (
+                        "import_ms",
+                        "first_record_ms",
+                        "total_ms",
+                        "process_wall_ms",
+                        "process_cpu_ms",
+                    )
+                },
+                "total_ms_min": round(min(r["total_ms"] for r in runs), 1),
+                "process_wall_ms_min": round(min(r["process_wall_ms"] for r in runs), 1),
+            }
+            for name, runs in samples.items()
+        },
     }
 
 

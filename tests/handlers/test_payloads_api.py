@@ -5,7 +5,7 @@ from moto's S3 server by sundial.worker."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -13,6 +13,7 @@ import boto3
 import pytest
 from pydantic import JsonValue
 
+from sundial.client import SundialClient
 from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.model.job import Priority, Status
@@ -23,11 +24,11 @@ from sundial.model.payloads import (
     PayloadUnavailable,
 )
 from sundial.model.submission import SubmitJob
-from sundial.runs.worker import fetch_payload
 from sundial.transport.envelope import Envelope, PayloadRefView, envelope_body
 from sundial.wiring import Dependencies, configure
-from sundial.worker import Worker
+from sundial.worker import Worker, fetch_payload
 from tests.conftest import PAYLOAD_BUCKET
+from tests.inprocess_api import InProcessApi
 from tests.support import FakeLambdaContext, call_api, http_api_event, load_handler
 
 submit_lambda = load_handler("submit")
@@ -170,18 +171,12 @@ def test_a_worker_runs_a_5_mib_payload_from_its_lease(
     job_id = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=0, payload=payload)).job.id
     seen: list[Any] = []
 
-    def transport(method: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
-        route = "/queues/{queue}/lease" if path.startswith("/queues/") else None
-        route = route or "/jobs/{job_id}/" + path.rsplit("/", 1)[1]
-        event = http_api_event(method, path, body=json.dumps(body), route=route)
-        response = workers_lambda.handler(event, FakeLambdaContext())
-        return response["statusCode"], json.loads(response["body"])
-
     def run(job: Envelope) -> int:
         seen.append(job.payload)
         return 1
 
-    Worker(run, queue="email", transport=transport, burst=True, wait_seconds=0).run()
+    client = SundialClient(transport=InProcessApi())
+    Worker(run, queue="email", client=client, burst=True, wait_seconds=0).run()
     assert seen == [payload]
     assert deps.jobs.get(job_id).status is Status.SUCCEEDED
 

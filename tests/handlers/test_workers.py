@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+from sundial.client import ApiRequest, ApiResponse, SundialClient
 from sundial.clock import ManualClock
 from sundial.model.job import Priority, Status
 from sundial.model.submission import SubmitJob
@@ -20,6 +21,7 @@ from sundial.transport.envelope import Envelope
 from sundial.transport.sender import Outgoing
 from sundial.wiring import Dependencies
 from sundial.worker import Worker
+from tests.inprocess_api import InProcessApi
 from tests.support import FakeLambdaContext, http_api_event, load_handler, receive_all
 
 workers_lambda = load_handler("workers")
@@ -287,9 +289,10 @@ def test_a_lease_for_another_job_is_refused(deps: Dependencies) -> None:
 # -- the Worker class ------------------------------------------------------------------------
 
 
-def _in_process(method: str, path: str, body: Mapping[str, Any]) -> tuple[int, Any]:
-    """The Worker's transport: the workers Lambda called directly instead of over HTTP."""
-    return _call(method, path, body)
+def _in_process() -> SundialClient:
+    """The Worker's client, whose requests reach the workers Lambda in-process instead of over
+    HTTP."""
+    return SundialClient(transport=InProcessApi())
 
 
 def double(job: Envelope) -> int:
@@ -308,7 +311,7 @@ def test_a_burst_worker_runs_every_job_and_acks_or_nacks_it(
     failing = _submit(deps, "fail")
     # When a burst worker with two slots runs until the queue is empty
     worker = Worker(
-        double, queue="email", transport=_in_process, concurrency=2, pool=pool,
+        double, queue="email", client=_in_process(), concurrency=2, pool=pool,
         wait_seconds=0, burst=True, clock=clock,
     )  # fmt: skip
     worker.run()
@@ -321,6 +324,41 @@ def test_a_burst_worker_runs_every_job_and_acks_or_nacks_it(
     job = deps.jobs.get(failing)
     assert job.status is Status.FAILED
     assert job.last_error is not None and job.last_error.error_type == "ValueError"
+
+
+def test_an_ack_answered_503_is_sent_again_and_the_job_runs_once(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given a job, and an API whose first ack answers 503 (found by a review: the worker logged
+    # the failure and left the attempt running, so its lease ran out, the job was delivered
+    # again and ran a second time)
+    job_id = _submit(deps, 3)
+    api = InProcessApi()
+    refused: list[str] = []
+
+    def first_ack_fails(request: ApiRequest) -> ApiResponse:
+        if request.path.endswith("/ack") and not refused:
+            refused.append("ack")
+            return ApiResponse(503, {}, b'{"message": "Service Unavailable"}')
+        return api(request)
+
+    client = SundialClient(transport=first_ack_fails, sleep=lambda _: None)
+    ran: list[str] = []
+
+    def run(job: Envelope) -> None:
+        ran.append(job.id)
+
+    # When a burst worker runs it
+    Worker(run, queue="email", client=client, burst=True, wait_seconds=0, clock=clock).run()
+    # Then the ack was sent again (safe: a conditional write on the attempt's holder), and the
+    # job succeeded
+    assert refused == ["ack"]
+    assert [route for _, route in api.requests].count("/jobs/{job_id}/ack") == 1
+    assert deps.jobs.get(job_id).status is Status.SUCCEEDED
+    # And once its lease is long over, nothing is delivered again: it ran once
+    clock.advance(seconds=3600)
+    Worker(run, queue="email", client=client, burst=True, wait_seconds=0, clock=clock).run()
+    assert ran == [job_id]
 
 
 def test_stop_drains_the_held_jobs_and_leases_no_more(
@@ -337,7 +375,7 @@ def test_stop_drains_the_held_jobs_and_leases_no_more(
 
     ids = [_submit(deps) for _ in range(3)]
     worker = Worker(
-        blocking, queue="email", transport=_in_process, concurrency=2, wait_seconds=0, clock=clock
+        blocking, queue="email", client=_in_process(), concurrency=2, wait_seconds=0, clock=clock
     )
     runner = threading.Thread(target=worker.run)
     runner.start()

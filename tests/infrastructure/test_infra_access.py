@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,11 +21,12 @@ from sundial.access import Permission
 from sundial.model.job import Status
 from sundial.model.submission import SubmitJob
 from sundial.wiring import Dependencies, configure
-from tests.infrastructure.synthesis import cdk_json_context
+from tests.infrastructure.synthesis import REPO_ROOT, cdk_json_context
 from tests.support import call_api, load_handler
 
 pytestmark = pytest.mark.infra
 
+PACKAGE_ROOT = REPO_ROOT / "layers" / "sundial" / "python"
 ACCOUNT = "123456789012"  # the stack's, as tests.support signs requests
 SENDER, OPERATOR = "email-sender", "default-operator"
 PARTNER_ACCOUNT = "210987654321"
@@ -211,3 +214,37 @@ def test_a_bad_access_list_fails_synth_naming_it(access: dict[str, Any], message
     context["queues"]["email"] = {**context["queues"]["email"], "access": access}
     with pytest.raises(SettingsError, match=message):
         SundialSettings.from_context(context)
+
+
+# Run in a fresh interpreter: the CDK app built and synthesized as `make synth` does, then the
+# package's modules it loaded (before the route table was plain data: 70, every service and
+# the API's authorization among them).
+_SYNTH_PROBE = """
+import json, sys, tempfile
+import aws_cdk as cdk
+from app import build_app
+context = json.load(open("cdk.json"))["context"]
+app = cdk.App(context=context, outdir=tempfile.mkdtemp())
+build_app(app)
+app.synth()
+print(" ".join(m for m in sys.modules if m == "sundial" or m.startswith("sundial.")))
+"""
+
+
+def test_synthesizing_the_app_loads_none_of_the_runtime() -> None:
+    # When the CDK app is synthesized in a fresh interpreter
+    loaded = subprocess.run(
+        [sys.executable, "-c", _SYNTH_PROBE],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(PACKAGE_ROOT)])},
+    ).stdout.split()
+    # Then it read the route table, settings and key layouts it shares with the runtime, and
+    # loaded none of the API, services, dispatch, attempts or composition root
+    runtime_rooms = {"api", "services", "dispatch", "runs", "wiring"}
+    runtime = [m for m in loaded if m.count(".") and m.split(".")[1] in runtime_rooms]
+    assert runtime == [], runtime
+    assert "sundial.access" in loaded
+    assert len(loaded) <= 20, sorted(loaded)

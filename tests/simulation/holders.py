@@ -12,7 +12,7 @@ make a job's attempt run twice (the duplicate oracle), whatever message asks for
   invocation: `default` has a pool of three consumer slots, one invocation each at a time
   (Actors.consumer_actors), taking one message per invocation.
 - **Workers** (`worker-1`, `worker-2`: `email` is consumed through deps.leases instead of a
-  Lambda), each of concurrency 1 (as sundial.runs.worker leases only for its free slots and
+  Lambda), each of concurrency 1 (as sundial.worker leases only for its free slots and
   heartbeats every job it holds): lease one job with wait 0 and a 60 s lease, run it (its
   payload fetched from the lease's presigned URL), heartbeat every 30 s while it runs (so a run
   of up to 400 s outlives its lease many times over), then ack, or nack a flaky attempt
@@ -239,7 +239,7 @@ class Holders(Actors):
 
 
 def _fetch_payload(envelope: Envelope, payload_url: str | None) -> Envelope:
-    """What sundial.runs.worker.fetch_payload does, over `requests` (which moto intercepts;
+    """What sundial.worker.fetch_payload does, over `requests` (which moto intercepts;
     the worker's urllib3 call would go to the network)."""
     if envelope.payload_ref is None:
         return envelope

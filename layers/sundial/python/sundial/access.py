@@ -44,6 +44,56 @@ class Permission(StrEnum):
     ADMIN = "admin"  # the queue's dead letters (browse, replay, purge); pause/resume the queue
 
 
+# What each route of the API needs: (method, path as in openapi.json) -> permission. Plain data,
+# so the CDK app (stacks/access.py grants `execute-api:Invoke` on a permission's routes) reads it
+# without loading the runtime; the API's authorization (sundial.api.authorization) adds where
+# each route's queues come from, and refuses to start unless both name the same routes.
+_SUBMIT, _READ, _CONTROL, _WORK, _ADMIN = (
+    Permission.SUBMIT,
+    Permission.READ,
+    Permission.CONTROL,
+    Permission.WORK,
+    Permission.ADMIN,
+)
+ROUTE_PERMISSIONS: Mapping[tuple[str, str], Permission] = {
+    ("POST", "/jobs"): _SUBMIT,
+    ("POST", "/jobs/batch"): _SUBMIT,
+    ("GET", "/jobs/{job_id}"): _READ,
+    # A DAG node's cancel may cascade to its descendants: control on their queues too.
+    ("DELETE", "/jobs/{job_id}"): _CONTROL,
+    ("POST", "/jobs/{job_id}/retry"): _CONTROL,
+    ("POST", "/jobs/{job_id}/pause"): _CONTROL,
+    ("POST", "/jobs/{job_id}/resume"): _CONTROL,
+    ("PATCH", "/jobs/{job_id}"): _CONTROL,
+    ("POST", "/jobs/{job_id}/run-now"): _CONTROL,
+    ("POST", "/jobs/{job_id}/heartbeat"): _WORK,
+    ("POST", "/jobs/{job_id}/ack"): _WORK,
+    ("POST", "/jobs/{job_id}/nack"): _WORK,
+    ("POST", "/queues/{queue}/lease"): _WORK,
+    ("GET", "/queues"): _READ,
+    ("GET", "/queues/{queue}"): _READ,
+    ("GET", "/queues/{queue}/jobs"): _READ,
+    ("POST", "/queues/{queue}/pause"): _ADMIN,
+    ("POST", "/queues/{queue}/resume"): _ADMIN,
+    ("GET", "/queues/{queue}/dead"): _ADMIN,
+    ("DELETE", "/queues/{queue}/dead"): _ADMIN,
+    ("POST", "/queues/{queue}/dead/replay"): _ADMIN,
+    ("POST", "/dags"): _SUBMIT,
+    ("GET", "/dags"): _READ,
+    ("GET", "/dags/{dag_id}"): _READ,
+    ("DELETE", "/dags/{dag_id}"): _CONTROL,
+    ("POST", "/dags/{dag_id}/pause"): _CONTROL,
+    ("POST", "/dags/{dag_id}/resume"): _CONTROL,
+    ("POST", "/schedules"): _SUBMIT,
+    ("GET", "/schedules"): _READ,
+    ("GET", "/schedules/{schedule_id}"): _READ,
+    ("DELETE", "/schedules/{schedule_id}"): _CONTROL,
+    ("PATCH", "/schedules/{schedule_id}"): _CONTROL,
+    ("GET", "/schedules/{schedule_id}/runs"): _READ,
+    ("POST", "/schedules/{schedule_id}/pause"): _CONTROL,
+    ("POST", "/schedules/{schedule_id}/resume"): _CONTROL,
+}
+
 _ACCOUNT = re.compile(r"^\d{12}$")
 _ORGANIZATION = re.compile(r"^o-[a-z0-9]{10,32}$")
 # arn:<partition>:iam::<account>:role/<path/>name or user/<path/>name

@@ -18,9 +18,9 @@ import boto3
 
 from sundial.ids import DagKey
 from sundial.model.schedule import ScheduleState
+from sundial.settings import boto_config
 from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.schedules import Indexed, ScheduleStore
-from sundial.wiring import boto_config
 
 
 def backfill_schedules(schedules: ScheduleStore) -> Counter[Indexed]:

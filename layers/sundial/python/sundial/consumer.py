@@ -8,9 +8,10 @@
         return {"sent": True}
 
 This module is the SDK's whole public surface. Importing it loads the attempt lifecycle, the
-job store and the SQS sender, not the API's services, schedules or DAG engine: the process's
-collaborators (sundial.wiring) are built on the first record, and the DAG engine only on the
-first DAG node. How a record is handled: sundial.runs.consumer.
+job store and the SQS sender, not the API's services, schedules or DAG engine; the first record
+builds the consumer's own collaborators from its settings (sundial.runs.consumer), never the
+composition root, and the DAG engine is loaded only on the first DAG node. How a record is
+handled: sundial.runs.consumer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from sundial.retry import RetryPolicy
 from sundial.runs.attempts import MAX_RESULT_BYTES, AttemptBusyError, LifecycleDeps
-from sundial.runs.consumer import Heartbeat, JobFunction, NonRetryableError
+from sundial.runs.consumer import Heartbeat, JobFunction, NonRetryableError, process_collaborators
 from sundial.runs.consumer import JobConsumer as _JobConsumer
 from sundial.transport.envelope import Envelope
 
@@ -30,12 +31,9 @@ ConsumerBusyError = AttemptBusyError
 
 
 def process_deps() -> LifecycleDeps:
-    """The Lambda's own collaborators, built once per process by the composition root."""
-    # Imported on the first record, not with this module: the composition root imports every
-    # service, which a consumer's cold start should not pay for before it has a job.
-    from sundial.wiring import dependencies  # noqa: PLC0415
-
-    return dependencies().consumer_lifecycle
+    """The Lambda's own collaborators, built from its settings once per process (on the first
+    record: a cold start pays for no client before it has a job)."""
+    return process_collaborators().lifecycle
 
 
 class JobConsumer(_JobConsumer):

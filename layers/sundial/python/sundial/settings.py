@@ -1,17 +1,21 @@
-"""Runtime settings, read once from the environment the CDK stack gives each function. The
-defaults here are the deployment's too (stacks/settings.py reads them)."""
+"""Runtime settings, read once from the environment the CDK stack gives each function, and the
+one configuration of every AWS client the functions make. The defaults here are the
+deployment's too (stacks/settings.py reads them)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sundial.access import AccessPolicy
 from sundial.quotas import QueueQuota, parse_quotas
 from sundial.retry import QueueRetryDefaults, parse_retry_defaults
+
+if TYPE_CHECKING:
+    from botocore.config import Config
 
 DEFAULT_SHARD_COUNT = 64
 MAX_SHARD_COUNT = 4096
@@ -22,6 +26,38 @@ MAX_RETENTION_DAYS = 3650
 DEFAULT_DISPATCH_WEIGHT = 1
 MAX_DISPATCH_WEIGHT = 1000
 MAX_DISPATCH_PER_SECOND = 1_000_000
+
+
+# Standard retry mode backs off on throttling; the adaptive limit keeps a burst from failing.
+# A fixed User-Agent: botocore otherwise assembles its default one (about 16 components, each
+# sanitised) twice per request, a sixth of a sweeper's CPU per job (BENCHMARKS.md, section 4);
+# the header carries only SDK telemetry for AWS, nothing a request depends on.
+USER_AGENT = "sundial"
+# A 5 MiB payload object takes longer than a DynamoDB answer: its reads may take this long
+# between bytes.
+PAYLOAD_READ_TIMEOUT_S = 30
+
+
+def boto_config(user_agent: str | None = USER_AGENT, *, read_timeout: int = 5) -> Config:
+    """Every client's configuration (`user_agent=None`: botocore's own, for comparison).
+    botocore is imported here, not with the module: the CDK app reads these settings too."""
+    from botocore.config import Config  # noqa: PLC0415
+
+    return Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=2,
+        read_timeout=read_timeout,
+        user_agent=user_agent,
+    )
+
+
+def payload_boto_config() -> Config:
+    """The payload bucket's S3 client (sundial.store.payloads): SigV4 for the presigned GETs a
+    lease hands out (botocore's default for S3 in us-east-1 would presign with the legacy
+    SigV2), and time for a large object."""
+    from botocore.config import Config  # noqa: PLC0415
+
+    return boto_config(read_timeout=PAYLOAD_READ_TIMEOUT_S).merge(Config(signature_version="s3v4"))
 
 
 class EnvSettings(BaseModel):

@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -30,7 +30,6 @@ from sundial.services.chain import OccurrenceChain
 from sundial.services.dag_progress import DagProgress
 from sundial.services.dags import DagService
 from sundial.services.dead_letters import DeadLetterService
-from sundial.services.deferral import DeferredSends
 from sundial.services.direct import DirectSender
 from sundial.services.job_listing import JobListing
 from sundial.services.job_retention import JobRetention
@@ -39,7 +38,7 @@ from sundial.services.moves import JobMover
 from sundial.services.queues import CatchUp, QueueControl
 from sundial.services.release import Releaser
 from sundial.services.schedules import ScheduleService
-from sundial.settings import Settings
+from sundial.settings import Settings, boto_config, payload_boto_config
 from sundial.store.attempts import AttemptStore
 from sundial.store.dag_listing import DagListingStore
 from sundial.store.dag_nodes import DagNodeStore
@@ -57,27 +56,13 @@ from sundial.transport.depths import QueueDepths
 from sundial.transport.receiver import SQS_MAX_WAIT_S, QueueReceiver
 from sundial.transport.sender import QueueSender
 
-# Standard retry mode backs off on throttling; the adaptive limit keeps a burst from failing.
-# A fixed User-Agent: botocore otherwise assembles its default one (about 16 components, each
-# sanitised) twice per request, a sixth of a sweeper's CPU per job (BENCHMARKS.md, section 4);
-# the header carries only SDK telemetry for AWS, nothing a request depends on.
-USER_AGENT = "sundial"
-
+if TYPE_CHECKING:
+    from sundial.runs.consumer import ConsumerCollaborators
 
 # Every call answers within a few seconds except a long poll, which holds the connection for up
 # to SQS_MAX_WAIT_S: its client reads for that long plus this margin, or the read times out,
 # botocore retries, and the lease answers 500 after about 30 s.
 LONG_POLL_READ_MARGIN_S = 10
-
-
-def boto_config(user_agent: str | None = USER_AGENT, *, read_timeout: int = 5) -> Config:
-    """Every client's configuration (`user_agent=None`: botocore's own, for comparison)."""
-    return Config(
-        retries={"mode": "standard", "max_attempts": 5},
-        connect_timeout=2,
-        read_timeout=read_timeout,
-        user_agent=user_agent,
-    )
 
 
 _BOTO_CONFIG = boto_config()
@@ -149,14 +134,11 @@ class Dependencies:
 
     @cached_property
     def payloads(self) -> PayloadStore | None:
-        """The payload bucket (SUNDIAL_PAYLOAD_BUCKET), if the deployment has one. A 5 MiB
-        object takes longer than a DynamoDB answer: its reads may take 30 s between bytes."""
+        """The payload bucket (SUNDIAL_PAYLOAD_BUCKET), if the deployment has one."""
         if self.settings.payload_bucket is None:
             return None
-        # SigV4 for the presigned GETs a lease hands out (botocore's default for S3 in
-        # us-east-1 would presign with the legacy SigV2).
-        config = boto_config(read_timeout=30).merge(Config(signature_version="s3v4"))
-        return PayloadStore(self._client("s3", config), self.settings.payload_bucket)
+        client = self._client("s3", payload_boto_config())
+        return PayloadStore(client, self.settings.payload_bucket)
 
     @cached_property
     def dead_letter_sender(self) -> QueueSender:
@@ -299,47 +281,28 @@ class Dependencies:
         )
 
     @cached_property
-    def consumer_lifecycle(self) -> LifecycleDeps:
-        """The consumer SDK's collaborators (sundial.consumer): the lifecycle every runner has,
-        within what a consumer Lambda's role allows (stacks/consumers.py): its updates of job
-        items ask back only what they wrote and read the item after (read_back), and a DAG
-        node it releases onto a paused queue is deferred with a timer (services.deferral)
-        instead of being recorded in the queue's state, which it may not write."""
-        return LifecycleDeps(
-            store=self._consumer_store,
-            attempt_store=AttemptStore(self._dynamodb, self.settings.table_name, read_back=True),
-            queues=self.sender,
-            dead_letters=self.dead_letter_sender,
-            settings=self.settings,
-            clock=self.clock,
+    def consumer(self) -> ConsumerCollaborators:
+        """The consumer SDK's collaborators (sundial.runs.consumer builds them) on this set's
+        clients and payload bucket: what a consumer runs with in a process `configure`d here
+        (tests, benchmarks). Imported here: the API's functions never load the consumer."""
+        from sundial.runs.consumer import ConsumerCollaborators  # noqa: PLC0415
+
+        return ConsumerCollaborators(
+            self.settings,
+            self.clock,
+            dynamodb=self._dynamodb,
+            sqs=self.sqs,
+            payloads=lambda: self.payloads,
             rng=self._random(),
-            dags=lambda: self.consumer_dag_progress,  # built on the first DAG node
-            payloads=self.payloads,
         )
 
-    @cached_property
-    def _consumer_store(self) -> JobStore:
-        return JobStore(self._dynamodb, self.settings.table_name, read_back=True)
+    @property
+    def consumer_lifecycle(self) -> LifecycleDeps:
+        return self.consumer.lifecycle
 
-    @cached_property
+    @property
     def consumer_dag_nodes(self) -> DagNodeStore:
-        return DagNodeStore(self._dynamodb, self.settings.table_name, read_back=True)
-
-    @cached_property
-    def consumer_dag_progress(self) -> DagProgress:
-        return DagProgress(
-            store=self._consumer_store,
-            nodes=self.consumer_dag_nodes,
-            sender=self.sender,
-            clock=self.clock,
-            retention_days=self.settings.retention_days,
-            inline_results_bytes=MAX_RESULT_BYTES,
-            deferral=DeferredSends(
-                store=self._consumer_store,
-                queue_states=self.queue_states,
-                clock=self.clock,
-            ),
-        )
+        return self.consumer.dag_nodes
 
     @cached_property
     def leases(self) -> LeaseService:
@@ -462,16 +425,21 @@ def configure(
     launch: Launch | None = None,
     rng: random.Random | None = None,
 ) -> Dependencies:
-    """Replace the process's dependencies, e.g. with a ManualClock. Returns the new set."""
+    """Replace the process's dependencies, e.g. with a ManualClock. Returns the new set, whose
+    consumer collaborators the process's consumer SDK then uses too (built on its first
+    record, as in a Lambda)."""
+    from sundial.runs.consumer import install_process_collaborators  # noqa: PLC0415
+
     global _current  # noqa: PLW0603
-    _current = Dependencies(
+    configured = _current = Dependencies(
         settings=Settings.from_env(environ if environ is not None else os.environ),
         clock=clock or SystemClock(),
         session=session,
         launch=launch,
         rng=rng,
     )
-    return _current
+    install_process_collaborators(lambda: configured.consumer)
+    return configured
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Per-queue authorization of every route: one middleware and one table saying, for each route,
-which permission it needs and where its queue comes from (sundial.access has the model).
+which permission it needs (sundial.access.ROUTE_PERMISSIONS, plain data the CDK app reads too)
+and where its queue comes from (sundial.access has the model).
 
 The middleware runs after request validation and before the route, so a 403 changes nothing.
 A route with no entry in ROUTE_RULES cannot be registered (build_resolver checks), so a new
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver, Route
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-from sundial.access import Caller, Permission
+from sundial.access import ROUTE_PERMISSIONS, Caller, Permission
 from sundial.errors import Forbidden, ScheduleNotFound, SundialError
 from sundial.wiring import Dependencies, dependencies
 
@@ -103,73 +104,82 @@ class RouteRule:
     unknown: Callable[[dict[str, Any]], SundialError] | None = None
 
 
-_READ, _SUBMIT, _CONTROL, _WORK, _ADMIN = (
-    Permission.READ,
-    Permission.SUBMIT,
-    Permission.CONTROL,
-    Permission.WORK,
-    Permission.ADMIN,
-)
+@dataclass(frozen=True)
+class _Where:
+    """Where a route's queues come from (its permission is in ROUTE_PERMISSIONS)."""
+
+    queues: QueueLocator = _no_queue
+    item: ItemLocator | None = None
+    unknown: Callable[[dict[str, Any]], SundialError] | None = None
 
 
-def _job(permission: Permission) -> RouteRule:
-    return RouteRule(permission, item=_job_item)
+_JOB, _DAG = _Where(item=_job_item), _Where(item=_dag_item)
+_SCHEDULE = _Where(item=_schedule_item, unknown=lambda args: ScheduleNotFound(args["schedule_id"]))
+_NAMED, _BODY = _Where(_named_queue), _Where(_body_queue)
 
-
-def _dag(permission: Permission) -> RouteRule:
-    return RouteRule(permission, item=_dag_item)
-
-
-def _schedule(permission: Permission) -> RouteRule:
-    return RouteRule(
-        permission,
-        item=_schedule_item,
-        unknown=lambda args: ScheduleNotFound(args["schedule_id"]),
-    )
-
-
-# (method, route as in openapi.json) -> what it needs. tests/handlers/test_authorization.py
-# drives every entry with an allowed and a denied caller.
-ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
-    ("POST", "/jobs"): RouteRule(_SUBMIT, _body_queue),
-    ("POST", "/jobs/batch"): RouteRule(_SUBMIT, _batch_queues),
-    ("GET", "/jobs/{job_id}"): _job(_READ),
-    # A DAG node's cancel may cascade to its descendants: control on their queues too.
-    ("DELETE", "/jobs/{job_id}"): RouteRule(_CONTROL, item=_cancelled_job_item),
-    ("POST", "/jobs/{job_id}/retry"): _job(_CONTROL),
-    ("POST", "/jobs/{job_id}/pause"): _job(_CONTROL),
-    ("POST", "/jobs/{job_id}/resume"): _job(_CONTROL),
+# (method, route as in openapi.json) -> where its queues come from.
+_WHERE: dict[tuple[str, str], _Where] = {
+    ("POST", "/jobs"): _BODY,
+    ("POST", "/jobs/batch"): _Where(_batch_queues),
+    ("GET", "/jobs/{job_id}"): _JOB,
+    # A DAG node's cancel may cascade to its descendants: their queues too.
+    ("DELETE", "/jobs/{job_id}"): _Where(item=_cancelled_job_item),
+    ("POST", "/jobs/{job_id}/retry"): _JOB,
+    ("POST", "/jobs/{job_id}/pause"): _JOB,
+    ("POST", "/jobs/{job_id}/resume"): _JOB,
     # A change keeps the job's queue (ChangeJob has no queue), so the check stays true.
-    ("PATCH", "/jobs/{job_id}"): _job(_CONTROL),
-    ("POST", "/jobs/{job_id}/run-now"): _job(_CONTROL),
-    ("POST", "/jobs/{job_id}/heartbeat"): _job(_WORK),
-    ("POST", "/jobs/{job_id}/ack"): _job(_WORK),
-    ("POST", "/jobs/{job_id}/nack"): _job(_WORK),
-    ("POST", "/queues/{queue}/lease"): RouteRule(_WORK, _named_queue),
-    ("GET", "/queues"): RouteRule(_READ, _no_queue),
-    ("GET", "/queues/{queue}"): RouteRule(_READ, _named_queue),
-    ("GET", "/queues/{queue}/jobs"): RouteRule(_READ, _named_queue),
-    ("POST", "/queues/{queue}/pause"): RouteRule(_ADMIN, _named_queue),
-    ("POST", "/queues/{queue}/resume"): RouteRule(_ADMIN, _named_queue),
-    ("GET", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
-    ("DELETE", "/queues/{queue}/dead"): RouteRule(_ADMIN, _named_queue),
-    ("POST", "/queues/{queue}/dead/replay"): RouteRule(_ADMIN, _named_queue),
-    ("POST", "/dags"): RouteRule(_SUBMIT, _dag_body_queues),
-    # Read on the queue listed; DAGs also using a queue the caller may not read are left out.
-    ("GET", "/dags"): RouteRule(_READ, _named_queue),
-    ("GET", "/dags/{dag_id}"): _dag(_READ),
-    ("DELETE", "/dags/{dag_id}"): _dag(_CONTROL),
-    ("POST", "/dags/{dag_id}/pause"): _dag(_CONTROL),
-    ("POST", "/dags/{dag_id}/resume"): _dag(_CONTROL),
-    ("POST", "/schedules"): RouteRule(_SUBMIT, _body_queue),
-    ("GET", "/schedules"): RouteRule(_READ, _named_queue),
-    ("GET", "/schedules/{schedule_id}"): _schedule(_READ),
-    ("DELETE", "/schedules/{schedule_id}"): _schedule(_CONTROL),
-    ("PATCH", "/schedules/{schedule_id}"): _schedule(_CONTROL),
-    ("GET", "/schedules/{schedule_id}/runs"): _schedule(_READ),
-    ("POST", "/schedules/{schedule_id}/pause"): _schedule(_CONTROL),
-    ("POST", "/schedules/{schedule_id}/resume"): _schedule(_CONTROL),
+    ("PATCH", "/jobs/{job_id}"): _JOB,
+    ("POST", "/jobs/{job_id}/run-now"): _JOB,
+    ("POST", "/jobs/{job_id}/heartbeat"): _JOB,
+    ("POST", "/jobs/{job_id}/ack"): _JOB,
+    ("POST", "/jobs/{job_id}/nack"): _JOB,
+    ("POST", "/queues/{queue}/lease"): _NAMED,
+    ("GET", "/queues"): _Where(_no_queue),
+    ("GET", "/queues/{queue}"): _NAMED,
+    ("GET", "/queues/{queue}/jobs"): _NAMED,
+    ("POST", "/queues/{queue}/pause"): _NAMED,
+    ("POST", "/queues/{queue}/resume"): _NAMED,
+    ("GET", "/queues/{queue}/dead"): _NAMED,
+    ("DELETE", "/queues/{queue}/dead"): _NAMED,
+    ("POST", "/queues/{queue}/dead/replay"): _NAMED,
+    ("POST", "/dags"): _Where(_dag_body_queues),
+    # The queue listed; DAGs also using a queue the caller may not read are left out.
+    ("GET", "/dags"): _NAMED,
+    ("GET", "/dags/{dag_id}"): _DAG,
+    ("DELETE", "/dags/{dag_id}"): _DAG,
+    ("POST", "/dags/{dag_id}/pause"): _DAG,
+    ("POST", "/dags/{dag_id}/resume"): _DAG,
+    ("POST", "/schedules"): _BODY,
+    ("GET", "/schedules"): _NAMED,
+    ("GET", "/schedules/{schedule_id}"): _SCHEDULE,
+    ("DELETE", "/schedules/{schedule_id}"): _SCHEDULE,
+    ("PATCH", "/schedules/{schedule_id}"): _SCHEDULE,
+    ("GET", "/schedules/{schedule_id}/runs"): _SCHEDULE,
+    ("POST", "/schedules/{schedule_id}/pause"): _SCHEDULE,
+    ("POST", "/schedules/{schedule_id}/resume"): _SCHEDULE,
 }
+
+
+def route_rules(
+    permissions: Mapping[tuple[str, str], Permission], where: Mapping[tuple[str, str], _Where]
+) -> dict[tuple[str, str], RouteRule]:
+    """Each route's rule: its permission and where its queues come from. LookupError unless
+    both tables name the same routes (a route with a permission but no way to find its queues,
+    or the reverse, cannot start)."""
+    if set(permissions) != set(where):
+        odd = sorted(f"{m} {p}" for m, p in set(permissions) ^ set(where))
+        raise LookupError(
+            f"routes in only one of sundial.access.ROUTE_PERMISSIONS and "
+            f"sundial.api.authorization's locators: {', '.join(odd)}"
+        )
+    return {
+        route: RouteRule(permission, where[route].queues, where[route].item, where[route].unknown)
+        for route, permission in permissions.items()
+    }
+
+
+# tests/handlers/test_authorization.py drives every entry with an allowed and a denied caller.
+ROUTE_RULES: dict[tuple[str, str], RouteRule] = route_rules(ROUTE_PERMISSIONS, _WHERE)
 
 
 def rule_of(route: Route) -> RouteRule | None:
@@ -182,7 +192,8 @@ def check_every_route_has_a_rule(routes: Iterable[Route]) -> None:
     if missing:
         raise LookupError(
             f"routes without an authorization rule: {', '.join(missing)}; add them to "
-            "sundial.api.authorization.ROUTE_RULES"
+            "sundial.access.ROUTE_PERMISSIONS (and where its queue comes from to "
+            "sundial.api.authorization)"
         )
 
 

@@ -1,11 +1,12 @@
 """The one way the client makes a request (`Calls`), and what every resource's calls share.
 
 `Calls._call` builds the request, sends it through the transport, repeats it as its `Repeat`
-allows (with the client's backoff, honouring `Retry-After`), raises a failure as its typed
-error and reads a success into its model. The resource modules (`jobs`, `schedules`, `dags`,
-`queues`, `dead_letters`, `leases`) add their methods on top of it, and `SundialClient` joins
-them into one class. Also here: the helpers for what those methods send (path segments,
-times, bodies without unset fields) and the iteration over a paginated listing.
+allows (`send`, the one retry policy: the client's backoff, honouring `Retry-After`), raises
+a failure as its typed error and reads a success into its model. The resource modules (`jobs`,
+`schedules`, `dags`, `queues`, `dead_letters`, `leases`) add their methods on top of it, and
+`SundialClient` joins them into one class. Also here: the helpers for what those methods send
+(path segments, times, bodies without unset fields) and the iteration over a paginated
+listing.
 """
 
 from __future__ import annotations
@@ -130,25 +131,40 @@ class Calls:
         return from_api(model, response.body)
 
     def _send(self, request: ApiRequest, repeat: Repeat) -> ApiResponse:
-        """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure
-        is raised as its typed error."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self._transport(request)
-            except TransportFailure as failure:
-                error: SundialError = ApiUnreachable(str(failure))
-                may_repeat = repeat is Repeat.SAFE or not failure.sent
-            else:
-                if 200 <= response.status < 300:
-                    return response
-                error = error_for(response.status, _json(response.body), response.headers)
-                may_repeat = _is_transient(error, repeat)
-            if not may_repeat or attempt >= self.backoff.max_attempts:
-                raise error
-            retry_after = error.retry_after if isinstance(error, RateLimited) else None
-            self._sleep(self.backoff.delay_s(attempt, retry_after_s=retry_after, rng=self._rng))
+        return send(
+            self._transport, request, repeat, backoff=self.backoff, sleep=self._sleep, rng=self._rng
+        )
+
+
+def send(
+    transport: Transport,
+    request: ApiRequest,
+    repeat: Repeat,
+    *,
+    backoff: Backoff,
+    sleep: Callable[[float], None],
+    rng: random.Random | None = None,
+) -> ApiResponse:
+    """Send, repeating as `repeat` allows, up to the backoff's attempts; the last failure is
+    raised as its typed error. The one retry policy of every request the client makes (the
+    API's, and a leased job's presigned payload GET: sundial.client.leases)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            response = transport(request)
+        except TransportFailure as failure:
+            error: SundialError = ApiUnreachable(str(failure))
+            may_repeat = repeat is Repeat.SAFE or not failure.sent
+        else:
+            if 200 <= response.status < 300:
+                return response
+            error = error_for(response.status, _json(response.body), response.headers)
+            may_repeat = _is_transient(error, repeat)
+        if not may_repeat or attempt >= backoff.max_attempts:
+            raise error
+        retry_after = error.retry_after if isinstance(error, RateLimited) else None
+        sleep(backoff.delay_s(attempt, retry_after_s=retry_after, rng=rng))
 
 
 def _is_transient(error: SundialError, repeat: Repeat) -> bool:

@@ -1,12 +1,41 @@
 """The client's calls for a worker outside Lambda: lease, heartbeat, ack and nack
-(`LeaseCalls`, a part of `SundialClient`; sundial.worker drives these)."""
+(`LeaseCalls`, a part of `SundialClient`; sundial.worker drives these), and the GET of a leased
+job's stored payload from its presigned URL (`fetch_presigned`)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
 from pydantic import JsonValue
 
-from sundial.client.calls import Calls, Repeat, segment, without_none
+from sundial.client.backoff import Backoff
+from sundial.client.calls import Calls, Repeat, segment, send, without_none
 from sundial.client.models import JobDetail, LeaseResult
+from sundial.client.transport import ApiRequest, get_presigned
+
+
+def fetch_presigned(
+    url: str,
+    *,
+    timeout_s: float = 60.0,
+    backoff: Backoff | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> bytes:
+    """The body at a presigned URL (a lease's `payload_url`). Safe to repeat (a GET changes
+    nothing): repeated on 429, 5xx and no answer, with backoff, as every safe call of the
+    client. NotFound when the object is gone; the typed error of the last failure otherwise.
+    A module function, not a method: a worker's pool process calls it with nothing to pickle
+    but the URL."""
+    response = send(
+        lambda _: get_presigned(url, timeout_s=timeout_s),
+        ApiRequest("GET", urlsplit(url).path),
+        Repeat.SAFE,
+        backoff=backoff or Backoff(),
+        sleep=sleep or time.sleep,
+    )
+    return response.body
 
 
 class LeaseCalls(Calls):

@@ -163,3 +163,24 @@ class HttpTransport:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise TransportFailure(f"no answer from {self.base_url}: {error}", sent=True) from error
         return ApiResponse(response.status, dict(response.headers.items()), response.data)
+
+
+_presigned_pool: urllib3.PoolManager | None = None
+
+
+def get_presigned(url: str, *, timeout_s: float = 60.0) -> ApiResponse:
+    """GET a URL that carries its own signature (a lease's presigned `payload_url`): sent as it
+    is, never signed again (S3 refuses a request with two signatures). TransportFailure if no
+    answer came. One connection pool per process (a worker's pool processes each have theirs)."""
+    global _presigned_pool  # noqa: PLW0603 - one pool per process, made on first use
+    if _presigned_pool is None:
+        _presigned_pool = urllib3.PoolManager(retries=False)
+    timeout = urllib3.Timeout(connect=5.0, read=timeout_s)
+    try:
+        response = _presigned_pool.request("GET", url, timeout=timeout)
+    except (urllib3.exceptions.NewConnectionError, urllib3.exceptions.ConnectTimeoutError) as e:
+        raise TransportFailure(f"cannot connect to {urlsplit(url).netloc}: {e}", sent=False) from e
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        host = urlsplit(url).netloc
+        raise TransportFailure(f"no answer from {host}: {error}", sent=True) from error
+    return ApiResponse(response.status, dict(response.headers.items()), response.data)

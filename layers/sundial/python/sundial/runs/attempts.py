@@ -26,7 +26,7 @@ import secrets
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aws_lambda_powertools import Logger
 
@@ -35,9 +35,11 @@ from sundial.model.job import AttemptError, Job, Status, retry_timer
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore, may_be_behind_a_sweep
-from sundial.store.payloads import PayloadStore
 from sundial.timing import CLOCK_SKEW_MS, LEGACY_RUNNER_MS
 from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
+
+if TYPE_CHECKING:
+    from sundial.store.payloads import PayloadStore
 
 MAX_RESULT_BYTES = 16_384  # results larger than this are not stored (the job still succeeds)
 MAX_ERROR_MESSAGE = 500

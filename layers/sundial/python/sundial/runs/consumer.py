@@ -37,15 +37,23 @@ For each SQS record (Powertools batch processing, partial batch responses):
 A failure of Sundial's own bookkeeping (DynamoDB or SQS unavailable) fails the record, so SQS
 delivers it again and the fence picks up where it stopped. Nothing runs twice for a job that
 succeeded: the fence sees `succeeded`, and the success write is conditional on the attempt.
+
+What the consumer works with (`ConsumerCollaborators`) is built here from its settings, not by
+the composition root (sundial.wiring, which builds every service): a consumer Lambda loads the
+job and attempt stores and the SQS sender, the payload bucket's store only when it has one,
+and the DAG engine only on its first DAG node (tests/unit/test_layers.py counts the modules).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.exceptions import OrphanedChildLoggerError
@@ -57,19 +65,27 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sundial.clock import Clock
+from sundial.clock import Clock, SystemClock
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority
 from sundial.model.payloads import PayloadRef, PayloadUnavailable
 from sundial.runs.attempts import (
+    MAX_RESULT_BYTES,
     Attempts,
+    DagHooks,
     LifecycleDeps,
     attempt_error,
 )
-from sundial.store.payloads import PayloadStore
+from sundial.settings import Settings, boto_config, payload_boto_config
+from sundial.store.attempts import AttemptStore
+from sundial.store.jobs import JobStore
 from sundial.timing import LEGACY_RUNNER_MS
 from sundial.transport.envelope import Envelope, envelope_body
 from sundial.transport.sender import QueueSender
+
+if TYPE_CHECKING:
+    from sundial.store.dag_nodes import DagNodeStore
+    from sundial.store.payloads import PayloadStore
 
 logger = Logger(child=True)
 JobFunction = Callable[[Envelope], Any]  # returns JSON-serialisable data, or None
@@ -297,3 +313,122 @@ class JobConsumer:
         self.current_heartbeat = heartbeat
         with heartbeat:
             return self._function(envelope)
+
+
+class ConsumerCollaborators:
+    """What a consumer runs with, built from its settings and its AWS clients, and nothing it
+    does not need: within what a consumer Lambda's role allows (stacks/consumers.py), its
+    updates of job items ask back only what they wrote and read the item after (read_back),
+    and a DAG node it releases onto a paused queue is deferred with a timer
+    (services.deferral) instead of being recorded in the queue's state, which it may not
+    write. The DAG engine is built (and imported) on the first DAG node. `payloads` gives the
+    payload bucket's store (None when the deployment has none, and nothing is imported)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        *,
+        dynamodb: Any,
+        sqs: Any,
+        payloads: Callable[[], PayloadStore | None],
+        rng: random.Random,
+    ) -> None:
+        self.settings, self.clock = settings, clock
+        self._dynamodb, self._sqs = dynamodb, sqs
+        self._payloads, self._rng = payloads, rng
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> ConsumerCollaborators:
+        """A consumer Lambda's: its SUNDIAL_* settings, the system clock, clients configured
+        as every Sundial function's (sundial.settings.boto_config)."""
+        import boto3  # noqa: PLC0415 - loaded with botocore by then; only needed here
+
+        settings = Settings.from_env(environ)
+        session = boto3.Session()
+        config = boto_config()
+
+        def payloads() -> PayloadStore | None:
+            if settings.payload_bucket is None:
+                return None
+            from sundial.store.payloads import PayloadStore  # noqa: PLC0415
+
+            client = session.client("s3", config=payload_boto_config())
+            return PayloadStore(client, settings.payload_bucket)
+
+        return cls(
+            settings,
+            SystemClock(),
+            dynamodb=session.client("dynamodb", config=config),
+            sqs=session.client("sqs", config=config),
+            payloads=payloads,
+            rng=random.Random(),
+        )
+
+    @cached_property
+    def store(self) -> JobStore:
+        return JobStore(self._dynamodb, self.settings.table_name, read_back=True)
+
+    @cached_property
+    def lifecycle(self) -> LifecycleDeps:
+        settings = self.settings
+        return LifecycleDeps(
+            store=self.store,
+            attempt_store=AttemptStore(self._dynamodb, settings.table_name, read_back=True),
+            queues=QueueSender(self._sqs, settings.queue_urls, settings.priority_queue_urls),
+            dead_letters=QueueSender(self._sqs, settings.dead_letter_urls),
+            settings=settings,
+            clock=self.clock,
+            rng=self._rng,
+            dags=lambda: self.dag_progress,  # built on the first DAG node
+            payloads=self._payloads(),
+        )
+
+    @cached_property
+    def dag_nodes(self) -> DagNodeStore:
+        from sundial.store.dag_nodes import DagNodeStore  # noqa: PLC0415 - DAG nodes only
+
+        return DagNodeStore(self._dynamodb, self.settings.table_name, read_back=True)
+
+    @cached_property
+    def dag_progress(self) -> DagHooks:
+        # The DAG engine, imported on the first DAG node a consumer meets.
+        from sundial.services.dag_progress import DagProgress  # noqa: PLC0415
+        from sundial.services.deferral import DeferredSends  # noqa: PLC0415
+        from sundial.store.queue_states import QueueStateStore  # noqa: PLC0415
+
+        deferral = DeferredSends(
+            store=self.store,
+            queue_states=QueueStateStore(self._dynamodb, self.settings.table_name),
+            clock=self.clock,
+        )
+        return DagProgress(
+            store=self.store,
+            nodes=self.dag_nodes,
+            sender=self.lifecycle.queues,
+            clock=self.clock,
+            retention_days=self.settings.retention_days,
+            inline_results_bytes=MAX_RESULT_BYTES,
+            deferral=deferral,
+        )
+
+
+_installed: Callable[[], ConsumerCollaborators] | None = None
+_process: ConsumerCollaborators | None = None
+
+
+def process_collaborators() -> ConsumerCollaborators:
+    """This process's consumer collaborators: those installed (sundial.wiring.configure, for
+    tests and benchmarks), else built once from the environment, as a consumer Lambda's."""
+    global _process  # noqa: PLW0603 - one set of clients per Lambda container, built lazily
+    if _installed is not None:
+        return _installed()
+    if _process is None:
+        _process = ConsumerCollaborators.from_environment(os.environ)
+    return _process
+
+
+def install_process_collaborators(collaborators: Callable[[], ConsumerCollaborators]) -> None:
+    """Make `collaborators()` this process's consumer collaborators from now on."""
+    global _installed  # noqa: PLW0603
+    _installed = collaborators
