@@ -13,7 +13,7 @@ import pytest
 from sundial.clock import ManualClock
 from sundial.errors import QueueNotFound
 from sundial.ids import JobKey
-from sundial.model.job import Status
+from sundial.model.job import Status, retry_timer
 from sundial.model.schedule import CreateSchedule
 from sundial.model.submission import SubmitJob
 from sundial.services.queues import CATCH_UP_STALE_MS
@@ -226,3 +226,20 @@ def test_a_sweep_that_passed_over_a_paused_queue_keeps_its_cursor_if_the_queue_w
     # Then once B's claim has expired, a sweep takes it over and sends the job, once
     _run(deps, clock, [inbox], 12)
     assert inbox.ids == Counter({job_id: 1})
+
+
+def test_a_retry_timer_sent_directly_carries_its_retrys_attempt(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    """A queue's catch-up sends what a pause held back through DirectSender, retry timers
+    included: a timer's message must carry its retry's attempt (its own `attempts` count
+    nothing). Sent as attempt 1, the fence skipped it as stale and the timer was marked sent:
+    the job stayed failed for good (seed 22 of `make chaos`, the long profile)."""
+    job = deps.jobs.submit(SubmitJob(queue="email", delay_seconds=3600)).job
+    stored = deps.store.get(JobKey.from_job_id(job.id))
+    assert stored is not None
+    timer = retry_timer(stored, attempt=3, at_ms=clock.now_ms())
+    assert deps.direct.send([timer], by="catch-up") == []
+    [message] = receive_all(boto3.client("sqs"), deps.settings.queue_urls["email"])
+    assert message["id"] == job.id
+    assert message["attempt"] == 3

@@ -188,6 +188,14 @@ class Job(Keyed):
         return self.retry_of.job_id if self.retry_of is not None else self.id
 
     @property
+    def next_attempt(self) -> int:
+        """The attempt a message sent for this item now carries: a retry timer's is its retry's
+        (the timer's own `attempts` count nothing), any other job's the one after its last."""
+        if self.retry_of is not None and self.retry_attempt is not None:
+            return self.retry_attempt
+        return self.attempts + 1
+
+    @property
     def last_error(self) -> AttemptError | None:
         return self.history[-1] if self.history else None
 

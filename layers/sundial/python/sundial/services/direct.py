@@ -25,13 +25,14 @@ class DirectSender:
         self._clock = clock
 
     def send(self, jobs: Sequence[Job], *, by: str) -> list[Job]:
-        """Send direct jobs (their first attempt), then mark each queued. Returns the jobs SQS
+        """Send direct jobs (their next attempt: a retry timer's is its retry's), then mark
+        each queued. Returns the jobs SQS
         refused (still pending and direct: the caller reports the failure). A schedule's
         occurrence reaches here only after its successor is written, so its claim also
         records that (`chained`)."""
         if not jobs:
             return []
-        outgoing = [Outgoing(job, attempt=job.attempts + 1) for job in jobs]
+        outgoing = [Outgoing(job, attempt=job.next_attempt) for job in jobs]
         failed = {o.job.id for o in self._sender.send(outgoing, now_ms=self._clock.now_ms)}
         now = self._clock.now_ms()
         token = f"{by}:{ULID.from_timestamp(now / 1000)}"
