@@ -393,6 +393,9 @@ from __future__ import annotations
 
 DIRECT_WINDOW_MS = 900_000
 SWEEP_LOOKAHEAD_MS = 840_000
+# A pending job written beyond the direct window is this far above every cursor: more than a
+# submit can take between reading the clock and writing the item.
+SWEEP_MARGIN_MS = DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS
 SUBMIT_TIMEOUT_MS = 10_000
 CLAIM_LEASE_MS = 300_000
 SWEEPER_TIMEOUT_MS = 60_000
@@ -411,6 +414,6 @@ LEGACY_RUNNER_MS = 15 * 60 * 1000
 # A consumer's deferred send of a DAG node released onto a paused queue: a timer this far ahead.
 DEFERRED_SEND_MS = DIRECT_WINDOW_MS + 1_000
 
-assert DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS > SUBMIT_TIMEOUT_MS * 2
+assert SWEEP_MARGIN_MS > SUBMIT_TIMEOUT_MS * 2
 assert CLAIM_LEASE_MS > 2 * SWEEPER_TIMEOUT_MS
 assert SUBMIT_IN_FLIGHT_MS > SUBMIT_TIMEOUT_MS

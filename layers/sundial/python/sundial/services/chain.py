@@ -24,10 +24,10 @@ from typing import Protocol
 from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
+from sundial.model.placement import due_soon
 from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.store.jobs import JobStore
 from sundial.store.schedules import Parked, ScheduleStore
-from sundial.timing import DIRECT_WINDOW_MS
 
 # An occurrence found still pending this long after its time was missed (nothing dispatched it
 # while it was due: an outage, a paused queue); the misfire policy decides its fate. A healthy
@@ -45,7 +45,7 @@ def occurrences_at_once(schedule: Schedule, first_ms: int, *, now_ms: int) -> in
     at: int | None = first_ms
     while at is not None:
         count += 1
-        if at > now_ms + DIRECT_WINDOW_MS:
+        if not due_soon(at, now_ms):
             break
         missed = now_ms - at > MISFIRE_GRACE_MS
         at = schedule.next_after(now_ms if missed else at)

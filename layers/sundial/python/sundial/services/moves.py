@@ -25,13 +25,14 @@ from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, JobNotFound, Unavailable
 from sundial.ids import JobKey
 from sundial.model.job import FINISHED, MAX_MOVES, Job, Move, Status
+from sundial.model.placement import Where, place
 from sundial.model.submission import MAX_HORIZON_S, ChangeJob
 from sundial.services.admission import Admission
 from sundial.services.direct import DirectSender
 from sundial.store.jobs import JobStore
 from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import Hold, QueueStateStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
 # A move that loses a race to a write that leaves the job movable (a sweep claiming it, a take
 # by a catch-up) reads it again and tries once more, this many times in all.
@@ -226,7 +227,8 @@ class JobMover:
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED
-        direct = not paused and due <= now + DIRECT_WINDOW_MS
+        # A paused queue's due-soon job is held instead, decided with its write (_write).
+        direct = place(due, now, job_paused=paused).where is Where.SEND
         return dataclasses.replace(
             job,
             key=key,

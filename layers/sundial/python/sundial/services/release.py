@@ -13,14 +13,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from sundial.clock import Clock
 from sundial.model.job import Job, Status
+from sundial.model.placement import Where, place
 from sundial.services.chain import Action, OccurrenceChain
 from sundial.services.direct import DirectSender
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import Hold, QueueStateStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
 
 @dataclass(slots=True)
@@ -60,9 +62,12 @@ class Releaser:
         to_send: list[Job] = []
         while work:
             job, is_owned = work.popleft()
-            if job.due_ms > now + DIRECT_WINDOW_MS:
+            where = place(
+                job.due_ms, now, queue_paused=partial(self._queue_paused, job.queue, paused)
+            ).where
+            if where is Where.SWEEP:
                 continue  # far enough ahead for the sweeper
-            if self._queue_paused(job.queue, paused):
+            if where is Where.HOLD:
                 hold = self._hold(job, owned=is_owned)
                 if hold is Hold.HELD:
                     result.held.append(job)
