@@ -31,6 +31,8 @@ from sundial.model.job import Job
 from sundial.timing import DIRECT_WINDOW_MS
 
 SQS_MAX_DELAY_S = 900
+# A job placed SEND is visible at its due second with one DelaySeconds (a retry's too).
+assert DIRECT_WINDOW_MS <= SQS_MAX_DELAY_S * 1000
 
 
 class Where(StrEnum):

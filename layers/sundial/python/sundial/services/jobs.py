@@ -149,7 +149,7 @@ class JobService:
         fresh = [i for i, result in enumerate(results) if result is None]
         # A new job's payload for S3 is stored before the job is written, under its job's key:
         # a crash between leaves an object still tagged unreferenced, which the bucket's
-        # lifecycle removes (sundial.timing, "A PAYLOAD IN S3"). A repeat stores nothing.
+        # lifecycle removes (sundial.store.payloads). A repeat stores nothing.
         refs = {
             i: self.store_payload(
                 requests[i].queue,
@@ -187,7 +187,7 @@ class JobService:
 
     def write_new(self, jobs: Sequence[Job], now: int) -> list[Job]:
         """Write new jobs so that none is left pending below a sweep cursor with nobody to send
-        it (THE CURSOR RULE, sundial.timing). Returns the direct ones: the caller sends them.
+        it (THE OWNER RULE, docs/invariants.md). Returns the direct ones: the caller sends them.
 
         A due-soon job of a paused queue (built with `held`: not direct) is written in one
         transaction that holds only while the queue is paused (its resume's catch-up then
@@ -248,7 +248,7 @@ class JobService:
 
     def mark_payloads_referenced(self, jobs: Sequence[Job]) -> None:
         """Once jobs are written: their stored payloads are theirs for as long as they live
-        (a crash before this leaves it to the history Lambda's backstop; sundial.timing)."""
+        (a crash before this leaves it to the history Lambda's backstop; sundial.store.payloads)."""
         for job in jobs:
             if job.payload_ref is not None and self._payloads is not None:
                 self._payloads.mark_referenced(job.payload_ref)

@@ -1,5 +1,14 @@
 """Pausing and resuming a whole queue (GET/POST /queues/{queue}...), and the catch-up a resume
-runs. The rules, and why they lose nothing, are in sundial.store.queue_states."""
+runs. The rules, and why they lose nothing, are in sundial.store.queue_states.
+
+Interleavings of a catch-up. A queue's catch-up (a resume, or a sweeper finishing one) takes each
+held job (`direct`, a conditional write) before sending it. Two overlapping catch-ups: the second
+leaves a job the first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the
+`held` list, so it is sent once; only a job sent, gone or finished is struck off. Likewise a shard
+of the catch-up range is struck off only when none of its jobs is left taken by another caller that
+has not sent it (Released.busy): that caller may have died (a resume that crashed after its take),
+and the next pass takes the job once the take is SUBMIT_IN_FLIGHT old.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,12 @@ cannot claim it too), advance its schedule if it is an occurrence (services.chai
 it (services.direct). A schedule's successors that are due within the window too are released
 the same way, one after another. A job of a paused queue is left pending and recorded for that
 queue's catch-up instead.
+
+Interleavings. A call that took due-soon jobs to send them itself (a job resume, a schedule create
+or resume) and died before sending leaves them `direct` below the cursor: no sweep takes them. The
+client's repeat of that call (the API asks for it: no answer, 503) finishes the work once
+SUBMIT_IN_FLIGHT has passed: a job resume resumes a stale direct job again; a schedule's create or
+resume sends every fired occurrence still pending in the window (ScheduleService._unsent).
 """
 
 from __future__ import annotations

@@ -445,7 +445,7 @@ class ScheduleService:
     # -- update ------------------------------------------------------------------------------
 
     def update(self, schedule_id: str, request: UpdateSchedule) -> UpdatedSchedule:
-        """New settings from the next undecided occurrence on (sundial.timing: "An update").
+        """New settings from the next undecided occurrence on (services.chain: "An update").
 
         The head H (the one occurrence nothing has decided: no run record) is replaced in one
         transaction with the new settings: H's record says "replaced" and names the new

@@ -43,7 +43,7 @@ _CANCELLABLE_VALUES = {f":c{i}": {"S": str(s)} for i, s in enumerate(sorted(CANC
 
 class UnsafeWrite(RuntimeError):
     """A write that would leave a due-soon pending job that nobody owns: a sweep may already
-    have passed its due time, so nothing would ever send it (THE CURSOR RULE, sundial.timing).
+    have passed its due time, so nothing would ever send it (THE OWNER RULE, docs/invariants.md).
     Raised before anything is written; it is a bug in the calling path, never a user error."""
 
 
