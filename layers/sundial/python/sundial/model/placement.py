@@ -17,8 +17,10 @@ docs/invariants.md). `place` says what the writer does with it:
   which places it again.
 
 The writers that carry a SEND out are JobService.write_new (new jobs), DirectSender.send (the
-send and the claim that marks it queued) and Releaser.release (a job made pending again), with
-`make_direct` the one way a job becomes its writer's.
+send and the claim that marks it queued) and Releaser.release (a job made pending again);
+`make_direct` sets a job built in memory as its writer's (a submit, a schedule's create or
+update). A job already in the table is made direct by a conditional write (JobStore.take_direct,
+JobStore.resume), so that no sweeper that read it earlier claims it too.
 """
 
 from __future__ import annotations
