@@ -25,6 +25,39 @@ over (sundial.store.queue_states); a schedule's occurrence
 first advances its schedule (sundial.services.chain).
 
 This module runs a sweep over a group of shards; dispatch.shard_sweep sweeps one shard.
+
+THE CURSOR RULE (docs/invariants.md) against the writes it interleaves with:
+- Two sweeps of one shard (the next tick, or Lambda's async retry of the first). Sweep A
+  un-claims a job whose send failed, then writes its done record naming it in `not_sent`.
+  Sweep B may have read the job while A still held it: B skips it only if A's record exists
+  and does not name it; otherwise it applies the lease (hold while live, take over when
+  expired), so B never passes it. A's record is written after all of A's un-claims, so a
+  record B can read names everything A did not send.
+- A cancel during a sweep's send: the un-claim is refused (the job is no longer queued by
+  this sweep) and there is nothing left to send, so the sweep still finishes normally
+  (cursor, done record) and no job it sent is retaken after the lease and sent twice.
+- A poison job (queue not configured, malformed item, SQS rejecting the entry as the
+  sender's fault) is marked dead with the reason (a conditional write on the sweep's own
+  claim), so it needs nothing more and the cursor passes it. A retryable failure (throttle,
+  SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
+- A queue's pause: a sweep passes over its pending jobs (the resume's catch-up sends them), and
+  may move its cursor past them only while the queue is still paused: the cursor's update is
+  one transaction with a check of each such queue's pause (SweepStore.advance_cursor). Why: a
+  second sweep that read the queue running (after its resume) may claim such a job and die
+  before sending it; the resume's catch-up leaves a claimed job to its claimer, whose claim only
+  a sweep at or below the job takes over. Had the first sweep moved past it, nothing would.
+  With the check, a resume that lands before the cursor moves makes the transaction fail and
+  the cursor stays; one that lands after finds the cursor moved while paused, and every sweep
+  that reads the queue running reads its range after that, above the job. (Found by the
+  fairness simulation, seed 2; tests/unit/services/test_queues.py names it.)
+- An error on one shard stops only that shard: its cursor is not moved and it writes no
+  done record, so what it claimed is retaken after the lease, as after a crash.
+- A sweeper reads the ranges of all its shards first, then claims one priority at a time over
+  all of them, then finishes each shard (dispatch.sweeper). A read is therefore older when its
+  job is claimed than when shards were swept one by one; nothing relies on its freshness: every
+  claim is conditional on the job as it stands, and a job the sweep read but never looked at
+  (short of time, a failed step) holds the cursor at it (ShardSweep.finish), so the cursor
+  passes only what the sweep itself settled.
 """
 
 from __future__ import annotations
