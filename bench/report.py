@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import newcomer_report, plots
+from bench import market_report, newcomer_report, plots
 from bench.latency import assumptions
 from bench.model import build_model
 
@@ -325,6 +325,8 @@ reported):
 
 {self._curve_text(result)}
 
+{self._market_text(result)}
+
 {self._quota_text(result)}
 
 **What it means.** A delayed job that succeeds first time costs
@@ -541,6 +543,13 @@ off unless a caller sends a sampled trace header, and `log_level: WARNING` drops
 the functions emit {len(metrics)} (one dimension, the service), at most
 {_money(idle.get("custom_metrics_dollars_per_month", 0.0))} a month, in the fixed cost below with
 the idle ticks."""
+
+    def _market_text(self, result: dict[str, Any]) -> str:
+        if not result.get("cost_curve"):
+            return ""
+        return market_report.render(
+            result, self.results["config"], self.dir, self.image, self.summary
+        )
 
     def _curve_text(self, result: dict[str, Any]) -> str:
         curve = result.get("cost_curve")
