@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import market_report, newcomer_report, plots
+from bench import idle_report, market_report, newcomer_report, plots
 from bench.latency import assumptions
 from bench.model import build_model
 
@@ -79,6 +79,7 @@ class Report:
     def render(self) -> str:
         body = [
             self.ledger(),
+            self.idle(),
             self.precision(),
             self.pickup(),
             self.cpu(),
@@ -543,6 +544,12 @@ off unless a caller sends a sampled trace header, and `log_level: WARNING` drops
 the functions emit {len(metrics)} (one dimension, the service), at most
 {_money(idle.get("custom_metrics_dollars_per_month", 0.0))} a month, in the fixed cost below with
 the idle ticks."""
+
+    def idle(self) -> str:
+        result = self.ok("idle")
+        if result is None:
+            return idle_report.HEADING + self.missing("idle")
+        return idle_report.render(result, len(self.results["config"]["queues"]), self.summary)
 
     def _market_text(self, result: dict[str, Any]) -> str:
         if not result.get("cost_curve"):
