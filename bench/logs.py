@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -45,6 +46,8 @@ class LogMeter(io.TextIOBase):
         # Every EMF metric printed since the meter was made (or `metrics` was cleared), as
         # (name, dimension names): each is one custom metric CloudWatch bills by the month.
         self.metrics: set[tuple[str, tuple[str, ...]]] = set()
+        # Bytes by kind of line ("EMF", or the level and message), likewise cumulative.
+        self.by_kind: Counter[str] = Counter()
         self._rebound: list[logging.StreamHandler[TextIO]] = []
         self._saved_stdout: TextIO | None = None
 
@@ -70,6 +73,7 @@ class LogMeter(io.TextIOBase):
         if _level(record) in _DROPPED_AT_WARNING:
             self.counted.info += size
         self.metrics.update(emf_metrics(record))
+        self.by_kind[_kind(record)] += size
 
     def take(self) -> LogBytes:
         """What was counted since the last take."""
@@ -116,6 +120,15 @@ def _level(record: dict[str, object] | None) -> str | None:
     """A Powertools JSON line's level; None for anything else (EMF metrics, plain prints)."""
     level = record.get("level") if record is not None else None
     return level if isinstance(level, str) else None
+
+
+def _kind(record: dict[str, object] | None) -> str:
+    """What a line is, for a breakdown: "EMF", "LEVEL message", or "other"."""
+    if record is None:
+        return "other"
+    if "_aws" in record:
+        return "EMF"
+    return f"{record.get('level', '?')} {str(record.get('message', ''))[:60]}"
 
 
 def emf_metrics(record: dict[str, object] | None) -> set[tuple[str, tuple[str, ...]]]:

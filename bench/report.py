@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import idle_report, market_report, newcomer_report, plots
+from bench import idle_report, log_bytes, market_report, newcomer_report, plots
 from bench.latency import assumptions
 from bench.model import build_model
 
@@ -80,6 +80,7 @@ class Report:
         body = [
             self.ledger(),
             self.idle(),
+            self.log_bytes(),
             self.precision(),
             self.pickup(),
             self.cpu(),
@@ -550,6 +551,12 @@ the idle ticks."""
         if result is None:
             return idle_report.HEADING + self.missing("idle")
         return idle_report.render(result, len(self.results["config"]["queues"]), self.summary)
+
+    def log_bytes(self) -> str:
+        result = self.ok("log_bytes")
+        if result is None:
+            return log_bytes.HEADING + self.missing("log_bytes")
+        return log_bytes.render(result, self.ok("ledger"), self.summary)
 
     def _market_text(self, result: dict[str, Any]) -> str:
         if not result.get("cost_curve"):

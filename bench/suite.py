@@ -55,6 +55,7 @@ class Profile:
     sections: tuple[str, ...] = (
         "ledger",
         "idle",
+        "log_bytes",
         "cpu",
         "pickup",
         "scale",
@@ -149,6 +150,7 @@ PROFILES = {
         sections=(
             "ledger",
             "idle",
+            "log_bytes",
             "cpu",
             "pickup",
             "scale",
@@ -172,6 +174,12 @@ def _idle(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any
     from bench.idle_bill import run_idle  # noqa: PLC0415
 
     return run_idle(config)
+
+
+def _log_bytes(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.log_bytes import run_log_bytes  # noqa: PLC0415
+
+    return run_log_bytes(config, profile.ledger_jobs)
 
 
 def _cpu(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
@@ -281,6 +289,7 @@ SectionRun = Callable[[BenchConfig, Profile, Path], dict[str, Any]]
 SECTIONS: dict[str, SectionRun] = {
     "ledger": _ledger,
     "idle": _idle,
+    "log_bytes": _log_bytes,
     "cpu": _cpu,
     "pickup": _pickup,
     "precision": _precision,
