@@ -16,6 +16,7 @@ WRITE_TARGET = 2.0
 LATENESS_TARGET_MS = 1000
 PICKUP_TARGET_MS = 100
 SWEEPER_TARGET = 2000
+LEDGER_COMMAND = "python -m bench --only ledger"
 
 
 def _meets(ok: bool) -> str:
@@ -248,7 +249,7 @@ nodes."""
             ),
             (
                 f"$ per million delayed jobs, all in (logs, X-Ray, metrics), {jobs} jobs a tick: "
-                "Sundial vs Dynein-style vs EventBridge Scheduler",
+                f"Sundial vs Dynein-style vs EventBridge Scheduler (`{LEDGER_COMMAND}`)",
                 f"{_money(sundial_total)} vs {_money(dynein_total)} vs "
                 f"{_money(eventbridge['dollars_per_million']['total'])} "
                 f"({sundial_total / dynein_total:.2f}× Dynein)",
@@ -508,7 +509,8 @@ request (429) costs that one write too, and nothing else.
         return [
             (
                 f"$ per million delayed jobs vs the Dynein-style baseline, {low:,} to {high:,} "
-                "jobs a tick, each as deployed by default (model from the ledger)",
+                "jobs a tick, each as deployed by default (goal 1; model from the ledger, "
+                f"`{LEDGER_COMMAND}`)",
                 f"below it at {len(below)} of {len(rows)} volumes "
                 f"({_money(rows[0]['sundial'])} vs {_money(rows[0]['dynein'])} at {low:,}; "
                 f"{_money(rows[-1]['sundial'])} vs {_money(rows[-1]['dynein'])} at {high:,})",
