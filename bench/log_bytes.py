@@ -110,7 +110,7 @@ def dynein_bytes_per_job(ledger: dict[str, Any] | None) -> float | None:
     sides = dynein["sides"].values()
     printed = sum(side["log_bytes"] for side in sides)
     requests = sum(side["lambda_requests"] for side in sides)
-    return float(printed + LAMBDA_PLATFORM_LOG_BYTES * requests) / dynein["jobs"]
+    return float(printed + LAMBDA_PLATFORM_LOG_BYTES * requests) / float(dynein["jobs"])
 
 
 def render(
