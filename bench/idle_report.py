@@ -7,7 +7,7 @@ from typing import Any
 
 from bench.idle_bill import TARGET_DOLLARS, bill, knobs, total
 
-HEADING = '<a id="idle-bill"></a>\n## 1a. The idle bill\n\n'
+HEADING = "## 1a. The idle bill\n\n"
 COMMAND = "python -m bench --only idle"
 
 

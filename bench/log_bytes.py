@@ -24,7 +24,7 @@ from bench.prices import MILLION, PRICES
 from bench.system import InProcessSundial
 
 COMMAND = "python -m bench --only log_bytes"
-HEADING = '<a id="log-bytes"></a>\n## 1b. Log bytes per delayed job\n\n'
+HEADING = "## 1b. Log bytes per delayed job\n\n"
 VARIANTS = ("before", "after")
 
 
