@@ -5,9 +5,10 @@ Powertools' `inject_lambda_context` adds the function's name, ARN and memory siz
 line. A function's lines land in its own log group, whose name carries the function's name,
 and each invocation's REPORT line (joined to the lines by the request id) gives its memory, so
 those keys tell an operator nothing the line's place does not; they are about 130 bytes of
-every line, the largest part of a short one, and CloudWatch Logs bills each byte ingested. What an operator
-needs to follow one request stays: the request id (it joins the line to Lambda's REPORT line),
-the correlation id, the cold-start flag, the level, the location, the timestamp and the message.
+every line, the largest part of a short one, and CloudWatch Logs bills each byte ingested.
+What an operator needs to follow one request stays: the request id (it joins the line to
+Lambda's REPORT line), the correlation id, the cold-start flag, the level, the location, the
+timestamp and the message.
 """
 
 from __future__ import annotations
