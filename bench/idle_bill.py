@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.costs import DEFAULTS, CostOptions, SideQuantities, price
 from bench.logs import LAMBDA_PLATFORM_LOG_BYTES
-from bench.prices import MILLION, PRICES, Prices
+from bench.prices import PRICES, Prices
 
 MINUTES_PER_MONTH = 43_200  # 30 days
 DAYS_PER_MONTH = 30
@@ -299,48 +299,41 @@ def total(lines: list[dict[str, Any]]) -> float:
     return float(sum(line["dollars"] for line in lines))
 
 
+def _changed(idle: Mapping[str, Any], **inventory: Any) -> dict[str, Any]:
+    return {**idle, "inventory": {**idle["inventory"], **inventory}}
+
+
 def knobs(idle: Mapping[str, Any], prices: Prices = PRICES) -> list[dict[str, Any]]:
-    """The bill under the configuration changes that lower it, each alone and together."""
+    """The bill under each setting that lowers it (docs/configuration.md), and all together."""
     pass_through = replace(DEFAULTS, tracing="pass_through")
     inv = idle["inventory"]
-    own_topic_key = [k for k in inv["kms_keys"] if "AlarmTopicKey" in k]
-    with_topic = {
-        **idle,
-        "inventory": {**inv, "kms_keys": [k for k in inv["kms_keys"] if k not in own_topic_key]},
-    }
-    no_example = {
-        **with_topic,
-        "inventory": {
-            **with_topic["inventory"],
-            "sqs_event_sources": [
-                e for e in inv["sqs_event_sources"] if "ExampleConsumer" not in e
-            ],
-        },
-    }
-    return [
-        {"knob": "as deployed by default", "dollars": total(bill(idle, DEFAULTS, prices))},
-        {
-            "knob": "`observability.tracing: pass_through`",
-            "dollars": total(bill(idle, pass_through, prices)),
-        },
-        {
-            "knob": "`operations.alarm_topic_arn` (an existing topic: no key of the stack's own)",
-            "dollars": total(bill(with_topic, DEFAULTS, prices)),
-        },
-        {
-            "knob": "both",
-            "dollars": total(bill(with_topic, pass_through, prices)),
-        },
-        {
-            "knob": "both, and `example_consumer_queue: null` (no example consumer's pollers)",
-            "dollars": total(bill(no_example, pass_through, prices)),
-        },
+    # An existing topic: no topic of the stack's own, so no key for it.
+    kept_keys = [k for k in inv["kms_keys"] if "AlarmTopicKey" not in k]
+    no_example = [e for e in inv["sqs_event_sources"] if "ExampleConsumer" not in e]
+    variants: list[tuple[str, dict[str, Any], CostOptions]] = [
+        ("as deployed by default", dict(idle), DEFAULTS),
+        ("`observability.tracing: pass_through`", dict(idle), pass_through),
+        (
+            "`operations.alarm_topic_arn` (an existing topic: no key of the stack's own)",
+            _changed(idle, kms_keys=kept_keys),
+            DEFAULTS,
+        ),
+        ("`operations.dashboard: false`", _changed(idle, dashboards=0), DEFAULTS),
+        (
+            "`example_consumer_queue: null` (no example consumer's pollers)",
+            _changed(idle, sqs_event_sources=no_example),
+            DEFAULTS,
+        ),
+        (
+            "all of the above",
+            _changed(idle, kms_keys=kept_keys, dashboards=0, sqs_event_sources=no_example),
+            pass_through,
+        ),
     ]
-
-
-def per_month_dollars(per_tick_dollars_per_million: float) -> float:
-    """A tick's $ (given per million ticks, as the ledger gives it) over a month of ticks."""
-    return per_tick_dollars_per_million * MINUTES_PER_MONTH / MILLION
+    return [
+        {"knob": knob, "dollars": total(bill(changed, options, prices))}
+        for knob, changed, options in variants
+    ]
 
 
 def run_idle(config: Any) -> dict[str, Any]:

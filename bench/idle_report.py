@@ -42,7 +42,6 @@ def render(result: dict[str, Any], queues: int, summary: list[tuple[str, str, st
     inv = result["inventory"]
     dollars = {line["item"]: line["dollars"] for line in lines}
     metrics = dollars.get("custom metrics an idle tick publishes", 0.0)
-    dashboard = dollars.get("CloudWatch dashboards", 0.0)
     tick = dollars.get("dispatch ticks: fan-out and sweepers, nothing due", 0.0)
     verdict = (
         "It meets the target."
@@ -57,9 +56,9 @@ each custom metric published in the month $0.30 (the sweepers and the fan-out pu
 pollers about $0.26 (the dead-letter indexer reads every DLQ). The dispatch tick itself is
 {_money(tick)} of it. Under {_money(TARGET_DOLLARS)} needs what is not built: the sweepers and
 the fan-out publishing a metric only when it is not zero (their alarms treat no data as fine;
-{_money(metrics)} less), a setting to leave the dashboard out ({_money(dashboard)} less),
-fewer alarms per function, and the lease protocol's one Query per quiet queue instead of one
-per shard (issue 27: the tick's read units and sweeper time)."""
+up to {_money(metrics)} less), fewer alarms per function (Errors alone would keep the page and
+drop two thirds of the function alarms), and the lease protocol's one Query per quiet queue
+instead of one per shard (issue 27: the tick's read units and sweeper time)."""
     )
     return f"""{HEADING}What a deployed stack costs a month with {queues} queues and no jobs at
 all: every line counted in the synthesized template (`cdk.out`) or measured on an idle tick,

@@ -136,19 +136,18 @@ def test_the_bill_prices_each_line_by_hand() -> None:
 
 def test_the_knobs_take_out_what_they_name() -> None:
     idle = _idle()
-    default, pass_through, own_topic, both, _ = (k["dollars"] for k in knobs(idle))
-    assert default == pytest.approx(total(bill(idle)))
-    # No active tracing: the ticks' 2 traces a minute are gone; an existing topic: its key
-    assert default - pass_through == pytest.approx(43_200 * 2 * 5e-6 + 720 * 5e-6)
-    assert default - own_topic == pytest.approx(1.00)
-    assert both == pytest.approx(
-        total(
-            bill(
-                {**idle, "inventory": {**idle["inventory"], "kms_keys": []}},
-                CostOptions(tracing="pass_through"),
-            )
-        )
+    default, pass_through, own_topic, no_dashboard, no_example, every = (
+        k["dollars"] for k in knobs(idle)
     )
+    assert default == pytest.approx(total(bill(idle)))
+    # No active tracing: the ticks' 2 traces a minute and the hourly rule's are gone
+    assert default - pass_through == pytest.approx(43_200 * 2 * 5e-6 + 720 * 5e-6)
+    # An existing topic: the stack's topic key; no dashboard: its $3
+    assert default - own_topic == pytest.approx(1.00)
+    assert default - no_dashboard == pytest.approx(3.00)
+    assert no_example == pytest.approx(default)  # the template here has no example consumer
+    quiet = {**idle, "inventory": {**idle["inventory"], "kms_keys": [], "dashboards": 0}}
+    assert every == pytest.approx(total(bill(quiet, CostOptions(tracing="pass_through"))))
 
 
 def test_the_log_meter_notes_each_emf_metric_it_sees() -> None:
