@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -42,6 +43,11 @@ class LogMeter(io.TextIOBase):
         self._passes_to = passes_to
         self._partial = ""
         self.counted = LogBytes()
+        # Every EMF metric printed since the meter was made (or `metrics` was cleared), as
+        # (name, dimension names): each is one custom metric CloudWatch bills by the month.
+        self.metrics: set[tuple[str, tuple[str, ...]]] = set()
+        # Bytes by kind of line ("EMF", or the level and message), likewise cumulative.
+        self.by_kind: Counter[str] = Counter()
         self._rebound: list[logging.StreamHandler[TextIO]] = []
         self._saved_stdout: TextIO | None = None
 
@@ -63,8 +69,11 @@ class LogMeter(io.TextIOBase):
         size = len(line.encode()) + 1
         self.counted.total += size
         self.counted.lines += 1
-        if _level(line) in _DROPPED_AT_WARNING:
+        record = _record(line)
+        if _level(record) in _DROPPED_AT_WARNING:
             self.counted.info += size
+        self.metrics.update(emf_metrics(record))
+        self.by_kind[_kind(record)] += size
 
     def take(self) -> LogBytes:
         """What was counted since the last take."""
@@ -96,13 +105,40 @@ class LogMeter(io.TextIOBase):
             self._saved_stdout = None
 
 
-def _level(line: str) -> str | None:
-    """A Powertools JSON line's level; None for anything else (EMF metrics, plain prints)."""
+def _record(line: str) -> dict[str, object] | None:
+    """A JSON line's object (Powertools' logs and EMF metrics); None for anything else."""
     if not line.startswith("{"):
         return None
     try:
         record = json.loads(line)
     except ValueError:
         return None
-    level = record.get("level") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _level(record: dict[str, object] | None) -> str | None:
+    """A Powertools JSON line's level; None for anything else (EMF metrics, plain prints)."""
+    level = record.get("level") if record is not None else None
     return level if isinstance(level, str) else None
+
+
+def _kind(record: dict[str, object] | None) -> str:
+    """What a line is, for a breakdown: "EMF", "LEVEL message", or "other"."""
+    if record is None:
+        return "other"
+    if "_aws" in record:
+        return "EMF"
+    return f"{record.get('level', '?')} {str(record.get('message', ''))[:60]}"
+
+
+def emf_metrics(record: dict[str, object] | None) -> set[tuple[str, tuple[str, ...]]]:
+    """The (metric name, dimension names) an Embedded Metric Format line publishes."""
+    meta = record.get("_aws") if record is not None else None
+    if not isinstance(meta, dict):
+        return set()
+    found: set[tuple[str, tuple[str, ...]]] = set()
+    for directive in meta.get("CloudWatchMetrics", []):
+        for dimensions in directive.get("Dimensions", [[]]) or [[]]:
+            for metric in directive.get("Metrics", []):
+                found.add((str(metric["Name"]), tuple(dimensions)))
+    return found

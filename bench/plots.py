@@ -165,3 +165,35 @@ def throughput_model(model: dict[str, Any], path: Path) -> str:
     left.axhline(quota, color="grey", linestyle=":", label=f"default table quota / {writes} writes")
     right.axhline(quota, color="grey", linestyle=":")
     return _save(figure, path)
+
+
+def market(rows: list[dict[str, Any]], hosted: list[dict[str, Any]], path: Path) -> str:
+    """The buyer's plot: $ per million delayed jobs against jobs per tick, all in, for Sundial
+    and the AWS-built alternatives (modelled), and the hosted services' list prices (flat; a
+    band where the price is a range)."""
+    figure, axes = plt.subplots(figsize=(9, 5))
+    xs = [r["jobs_per_tick"] for r in rows]
+    for key, label, style in (
+        ("sundial", "Sundial exact, single submits", "o-"),
+        ("sundial_batched", "Sundial exact, batches of 25", "o--"),
+        ("dynein", "Dynein-style (model)", "s-"),
+        ("eventbridge", "EventBridge Scheduler + SQS (model)", "^-"),
+    ):
+        axes.plot(xs, [r[key] for r in rows], style, label=label, markersize=4)
+    for offer in hosted:
+        if offer["low"] == offer["high"]:
+            axes.plot(xs, [offer["low"]] * len(xs), ":", label=f"{offer['name']} (list price)")
+        else:
+            axes.fill_between(
+                xs, offer["low"], offer["high"], alpha=0.2, label=f"{offer['name']} (list price)"
+            )
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    dollars = FuncFormatter(lambda value, _position: f"${value:g}")
+    axes.yaxis.set_major_formatter(dollars)
+    axes.set_xlabel("delayed jobs due per one-minute tick")
+    axes.set_ylabel("$ per million delayed jobs")
+    axes.set_title("What a million delayed jobs cost, against volume")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=7, loc="upper right")
+    return _save(figure, path)

@@ -24,6 +24,16 @@ class Prices:
     cloudwatch_logs_gb: float = 0.50  # ingested (standard class)
     xray_trace: float = 5.00 / MILLION  # recorded
     cloudwatch_custom_metric_month: float = 0.30  # first 10,000 metrics
+    # The fixed, monthly items of an idle stack (bench.idle_bill), us-east-1 list prices:
+    # aws.amazon.com/cloudwatch/pricing (an alarm per metric it evaluates, standard resolution;
+    # a dashboard; logs stored), aws.amazon.com/kms/pricing (a customer managed key),
+    # aws.amazon.com/glue/pricing (a Spark job's DPU-hour, billed per second, 1-minute minimum).
+    cloudwatch_alarm_metric_month: float = 0.10
+    cloudwatch_high_resolution_alarm_metric_month: float = 0.30
+    cloudwatch_dashboard_month: float = 3.00
+    cloudwatch_logs_stored_gb_month: float = 0.03
+    kms_key_month: float = 1.00
+    glue_dpu_hour: float = 0.44
 
     def rows(self) -> list[tuple[str, str]]:
         """The table as BENCHMARKS.md prints it."""
@@ -39,6 +49,11 @@ class Prices:
             ("CloudWatch Logs ingestion", "$0.50 per GB"),
             ("X-Ray trace recorded", "$5.00 per million"),
             ("CloudWatch custom metric", "$0.30 per metric-month"),
+            ("CloudWatch alarm (standard resolution)", "$0.10 per metric evaluated, a month"),
+            ("CloudWatch dashboard", "$3.00 a month"),
+            ("CloudWatch Logs storage", "$0.03 per GB-month"),
+            ("KMS customer managed key", "$1.00 a month"),
+            ("Glue Spark job", "$0.44 per DPU-hour, 1-minute minimum"),
         ]
 
 

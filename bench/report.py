@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import newcomer_report, plots
+from bench import idle_report, log_bytes, market_report, newcomer_report, plots
 from bench.latency import assumptions
 from bench.model import build_model
 
@@ -16,6 +16,7 @@ WRITE_TARGET = 2.0
 LATENESS_TARGET_MS = 1000
 PICKUP_TARGET_MS = 100
 SWEEPER_TARGET = 2000
+LEDGER_COMMAND = "python -m bench --only ledger"
 
 
 def _meets(ok: bool) -> str:
@@ -79,6 +80,8 @@ class Report:
     def render(self) -> str:
         body = [
             self.ledger(),
+            self.idle(),
+            self.log_bytes(),
             self.precision(),
             self.pickup(),
             self.cpu(),
@@ -246,7 +249,7 @@ nodes."""
             ),
             (
                 f"$ per million delayed jobs, all in (logs, X-Ray, metrics), {jobs} jobs a tick: "
-                "Sundial vs Dynein-style vs EventBridge Scheduler",
+                f"Sundial vs Dynein-style vs EventBridge Scheduler (`{LEDGER_COMMAND}`)",
                 f"{_money(sundial_total)} vs {_money(dynein_total)} vs "
                 f"{_money(eventbridge['dollars_per_million']['total'])} "
                 f"({sundial_total / dynein_total:.2f}× Dynein)",
@@ -324,6 +327,8 @@ reported):
 {self._all_in_text(result, delayed)}
 
 {self._curve_text(result)}
+
+{self._market_text(result)}
 
 {self._quota_text(result)}
 
@@ -504,7 +509,8 @@ request (429) costs that one write too, and nothing else.
         return [
             (
                 f"$ per million delayed jobs vs the Dynein-style baseline, {low:,} to {high:,} "
-                "jobs a tick, each as deployed by default (model from the ledger)",
+                "jobs a tick, each as deployed by default (goal 1; model from the ledger, "
+                f"`{LEDGER_COMMAND}`)",
                 f"below it at {len(below)} of {len(rows)} volumes "
                 f"({_money(rows[0]['sundial'])} vs {_money(rows[0]['dynein'])} at {low:,}; "
                 f"{_money(rows[-1]['sundial'])} vs {_money(rows[-1]['dynein'])} at {high:,})",
@@ -541,6 +547,25 @@ off unless a caller sends a sampled trace header, and `log_level: WARNING` drops
 the functions emit {len(metrics)} (one dimension, the service), at most
 {_money(idle.get("custom_metrics_dollars_per_month", 0.0))} a month, in the fixed cost below with
 the idle ticks."""
+
+    def idle(self) -> str:
+        result = self.ok("idle")
+        if result is None:
+            return idle_report.HEADING + self.missing("idle")
+        return idle_report.render(result, len(self.results["config"]["queues"]), self.summary)
+
+    def log_bytes(self) -> str:
+        result = self.ok("log_bytes")
+        if result is None:
+            return log_bytes.HEADING + self.missing("log_bytes")
+        return log_bytes.render(result, self.ok("ledger"), self.summary)
+
+    def _market_text(self, result: dict[str, Any]) -> str:
+        if not result.get("cost_curve"):
+            return ""
+        return market_report.render(
+            result, self.results["config"], self.dir, self.image, self.summary
+        )
 
     def _curve_text(self, result: dict[str, Any]) -> str:
         curve = result.get("cost_curve")

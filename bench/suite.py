@@ -54,6 +54,8 @@ class Profile:
     newcomer_pauses: int = 3
     sections: tuple[str, ...] = (
         "ledger",
+        "idle",
+        "log_bytes",
         "cpu",
         "pickup",
         "scale",
@@ -147,6 +149,8 @@ PROFILES = {
         # tests (tests/integration) run the same code paths; `--only newcomer` runs it.
         sections=(
             "ledger",
+            "idle",
+            "log_bytes",
             "cpu",
             "pickup",
             "scale",
@@ -164,6 +168,18 @@ def _ledger(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, A
     from bench.ledger import run_ledger  # noqa: PLC0415 - each section imports what it needs
 
     return run_ledger(config, profile.ledger_jobs, profile.batching_volumes)
+
+
+def _idle(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.idle_bill import run_idle  # noqa: PLC0415
+
+    return run_idle(config)
+
+
+def _log_bytes(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
+    from bench.log_bytes import run_log_bytes  # noqa: PLC0415
+
+    return run_log_bytes(config, profile.ledger_jobs)
 
 
 def _cpu(config: BenchConfig, profile: Profile, workdir: Path) -> dict[str, Any]:
@@ -272,6 +288,8 @@ def _pythonpath() -> list[str]:
 SectionRun = Callable[[BenchConfig, Profile, Path], dict[str, Any]]
 SECTIONS: dict[str, SectionRun] = {
     "ledger": _ledger,
+    "idle": _idle,
+    "log_bytes": _log_bytes,
     "cpu": _cpu,
     "pickup": _pickup,
     "precision": _precision,

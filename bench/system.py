@@ -33,6 +33,7 @@ from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 
+from bench import POWERTOOLS_SERVICE
 from bench.config import BenchConfig
 from bench.latency import ONE_VCPU_MB, modelled_ms, vcpu_share
 from bench.logs import LogMeter
@@ -55,9 +56,7 @@ from tests.support import (
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 REGION = "us-east-1"
 POWERTOOLS_ENVIRONMENT = {
-    "POWERTOOLS_SERVICE_NAME": "sundial",
-    "POWERTOOLS_METRICS_NAMESPACE": "Sundial",
-    "POWERTOOLS_TRACE_DISABLED": "1",
+    **POWERTOOLS_SERVICE,
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",
     "AWS_DEFAULT_REGION": "us-east-1",

@@ -73,7 +73,8 @@ class WatchedQueue:
 
 class SundialMonitoring(Construct):
     """The alarms of one Sundial deployment, the SNS topic they notify (`topic`, created
-    unless settings.alarm_topic_arn names one), and its dashboard (`dashboard`).
+    unless settings.alarm_topic_arn names one), and its dashboard (`dashboard`, None when
+    settings.dashboard is off).
 
     `alarms` maps a stable name (e.g. "queue/email/dead-letters", "sweeper/errors") to its
     alarm: the runbook and the tests use these names."""
@@ -108,7 +109,9 @@ class SundialMonitoring(Construct):
             threshold=API_SERVER_ERRORS,
             what=f"the API answered {API_SERVER_ERRORS} or more 5xx in 5 minutes",
         )
-        self.dashboard = self._dashboard(queues, functions, stage, api_functions)
+        self.dashboard: cloudwatch.Dashboard | None = None
+        if settings.dashboard:
+            self.dashboard = self._dashboard(queues, functions, stage, api_functions)
 
     # -- alarms ------------------------------------------------------------------------------
 

@@ -196,7 +196,9 @@ class OperationsSettings(BaseModel):
     stacks/functions.py from the shard settings). Turn it off in an account whose
     concurrency quota is still the new-account default, where no reservation is allowed.
     `dispatch_lateness_alarm_ms`: the p99 of (visible in SQS - due) over 5 minutes, in ms, at
-    or above which the lateness alarm fires (three 5-minute periods in a row)."""
+    or above which the lateness alarm fires (three 5-minute periods in a row).
+    `dashboard`: deploy the CloudWatch dashboard ($3 a month beyond an account's first three;
+    the alarms do not depend on it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -206,6 +208,7 @@ class OperationsSettings(BaseModel):
     )
     reserve_dispatch_concurrency: bool = Field(default=True, strict=True)
     dispatch_lateness_alarm_ms: int = Field(default=5000, ge=1000, le=3_600_000, strict=True)
+    dashboard: bool = Field(default=True, strict=True)
     # Noncurrent object versions in the history buckets are kept this long, then expire: an
     # overwritten or deleted report or Parquet file can be restored within it.
     noncurrent_version_days: int = Field(default=30, ge=1, le=3650, strict=True)

@@ -13,9 +13,10 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sundial.log_format import LeanFormatter
 from sundial.wiring import dependencies
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

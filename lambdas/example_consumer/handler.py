@@ -10,10 +10,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.clock import Clock, SystemClock
 from sundial.consumer import JobConsumer
+from sundial.log_format import LeanFormatter
 from sundial.model.submission import parse_rfc3339
 from sundial.transport.envelope import Envelope
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 clock: Clock = SystemClock()

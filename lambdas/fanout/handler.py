@@ -8,9 +8,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.dispatch.fanout import fan_out
+from sundial.log_format import LeanFormatter
 from sundial.wiring import dependencies
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 

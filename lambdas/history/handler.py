@@ -9,9 +9,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.history.replay import ReplayRequest
+from sundial.log_format import LeanFormatter
 from sundial.wiring import history
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 

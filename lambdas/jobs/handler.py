@@ -11,8 +11,9 @@ from sundial.api.app import build_resolver
 from sundial.api.control import job_control_router
 from sundial.api.dead_letter_routes import dead_letters_router
 from sundial.api.routes import jobs_router
+from sundial.log_format import LeanFormatter
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 app = build_resolver(jobs_router, dead_letters_router, job_control_router)

@@ -8,8 +8,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.api.app import build_resolver
 from sundial.api.control import queues_router
+from sundial.log_format import LeanFormatter
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 app = build_resolver(queues_router)

@@ -8,9 +8,10 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sundial.dispatch.sweeper import SweepRequest
+from sundial.log_format import LeanFormatter
 from sundial.wiring import dependencies
 
-logger = Logger()
+logger = Logger(logger_formatter=LeanFormatter())
 tracer = Tracer()
 metrics = Metrics()
 

@@ -21,10 +21,13 @@ PLOTS = (
     "cpu_per_job.png",
     "throughput_model.png",
     "cost_curve.png",
+    "market.png",
 )
 HEADINGS = (
     "## Headline figures",
     "## 1. Cost ledger",
+    "## 1a. The idle bill",
+    "## 1b. Log bytes per delayed job",
     "## 2. Timing precision",
     "## 3. Pickup latency",
     "## 4. Sundial's own CPU per job",

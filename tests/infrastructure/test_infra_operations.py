@@ -156,6 +156,17 @@ def test_a_given_topic_is_notified_instead_of_a_new_one(
     assert synthesized.synth_error is None and synthesized.nag_violations == []
 
 
+def test_the_dashboard_can_be_left_out_and_the_alarms_stay(
+    tmp_path_factory: pytest.TempPathFactory, synthesized: Synthesized
+) -> None:
+    # Given a deployment that turns the dashboard off (the idle bill's $3)
+    quiet = synthesize(tmp_path_factory.mktemp("cdk.out"), {"operations": {"dashboard": False}})
+    # Then there is no dashboard, and every alarm of the default deployment is still there
+    assert quiet.resources("AWS::CloudWatch::Dashboard") == {}
+    assert len(_alarms(quiet)) == len(_alarms(synthesized))
+    assert quiet.synth_error is None and quiet.nag_violations == []
+
+
 def test_the_dashboard_draws_traffic_lateness_depths_and_errors(
     synthesized: Synthesized,
 ) -> None:

@@ -17,7 +17,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers" / "sundial" / "python" 
 
 # Lowest floor first.
 FLOORS: list[set[str]] = [
-    {"access", "clock", "errors", "ids", "quotas", "retry", "settings", "timing"},  # shared basics
+    {
+        "access",
+        "clock",
+        "errors",
+        "ids",
+        "log_format",
+        "quotas",
+        "retry",
+        "settings",
+        "timing",
+    },  # shared basics
     {"model"},  # what a job, DAG and schedule are; no AWS
     {"store", "transport", "history"},  # DynamoDB, SQS, S3
     {"services"},  # the use cases behind the API

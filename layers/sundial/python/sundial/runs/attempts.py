@@ -256,7 +256,9 @@ class Attempts:
             expires_at_s=self._expiry(now),
         )
         if written:
-            logger.info("job succeeded", extra={"id": job.id, "attempt": held.attempt})
+            # One line per job that succeeded is the largest part of the consumer's log bill and
+            # tells an operator what the status already does: DEBUG. Failures stay at WARNING.
+            logger.debug("job succeeded", extra={"id": job.id, "attempt": held.attempt})
             if job.dag is not None:
                 self.dags.node_succeeded(job, result_json if result is not None else None)
         else:
