@@ -91,8 +91,9 @@ class AttemptStore(JobItemStore):
         revision: int = 0,
         take_over: bool = False,
     ) -> tuple[bool, Job | None]:
-        """Take attempt `attempt`: queued/failed (or pending, and direct or due) -> running, recording
-        its holder, `runner`, and until when that holder is provably alive (`runner_until_ms`:
+        """Take attempt `attempt`: queued/failed (or pending, and direct or due) -> running,
+        recording its holder, `runner`, and until when that holder is provably alive
+        (`runner_until_ms`:
         a Lambda's deadline, a worker's lease), if that attempt is still due and the job is
         still of `revision` (the message's: a job changed since is not run from an older one).
 

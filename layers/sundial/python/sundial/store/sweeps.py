@@ -18,8 +18,8 @@ THE SHARD LEASE. A sweep sends the jobs of a shard without writing any job item:
 shard instead. Its write sequence, per shard:
 1. read the cursor item (with every other shard's: one BatchGetItem) and the due range;
 2. nothing in the range: stop there (a read, no write);
-3. take the lease (take_lease: ONE conditional write, on no live lease and on `sweeps` being as
-   read, so the holder's view of cursor, `sent_above` and `deferred_from` is the item's current one);
+3. take the lease (take_lease: ONE conditional write, on no live lease and on `sweeps` being
+   as read, so the holder's view of cursor, `sent_above` and `deferred_from` is current);
 4. send every due job that needs it, in batches; no job item is written;
 5. release (finish_sweep: ONE write, conditional on still holding the lease) that moves the
    cursor, stores `sent_above`, `deferred_from` and the pacing state, and removes the lease.
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     pass
 from sundial.store.job_items import item_to_job
 from sundial.store.queue_states import QUEUES_PK
-from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
 from sundial.store.table import (
     BATCH_ATTEMPTS,
     Item,
@@ -68,6 +67,7 @@ from sundial.store.table import (
     str_attr,
     transact,
 )
+from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
 
 CURSOR_SK = "cursor"
 
