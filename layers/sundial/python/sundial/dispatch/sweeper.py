@@ -124,21 +124,20 @@ class Sweeper:
         paused = frozenset(name for name, state in states.items() if state.paused)
         cursors = self._sweeps.read_sweep_states(shards)
         report = SweepReport()
-        with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
+        with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="send") as pool:
             sweeps: list[ShardSweep] = []
             for shard in shards:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
                     break  # the shards not reached keep their cursors; the next tick continues
-                state = cursors.get(shard)
                 shard_sweep = ShardSweep(
                     self._tools,
                     shard=shard,
-                    cursor=state.cursor if state else None,
+                    state=cursors.get(shard),
                     token=token,
                     remaining_ms=remaining_ms,
-                    claims=claims,
+                    pool=pool,
                     paused_queues=paused,
-                    paced=state.paced if state else None,
+                    catch_ups=_owed(states, shard),
                 )
                 if _isolated(shard_sweep, shard_sweep.read, report):
                     sweeps.append(shard_sweep)
@@ -201,6 +200,19 @@ class Sweeper:
                 has_time=lambda: remaining_ms is None or remaining_ms() >= SWEEP_DEADLINE_MARGIN_MS,
             )
             report.dispatched += outcome.dispatched
+
+
+def _owed(states: Mapping[str, QueueState], shard: int) -> dict[str, tuple[str, str]]:
+    """{queue: [from, to]} of each resumed queue whose catch-up still owes `shard`: its pending
+    jobs there are the catch-up's to send (dispatch.shard_sweep)."""
+    return {
+        name: (state.catch_from, state.catch_to)
+        for name, state in states.items()
+        if not state.paused
+        and shard in state.catch_shards
+        and state.catch_from is not None
+        and state.catch_to is not None
+    }
 
 
 def _isolated(shard_sweep: ShardSweep, step: Callable[[], object], report: SweepReport) -> bool:

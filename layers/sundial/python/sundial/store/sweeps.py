@@ -40,7 +40,7 @@ second message finds it running or finished and is a no-op (THE ATTEMPT'S HOLDER
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sundial.errors import Unavailable
@@ -220,9 +220,10 @@ class SweepStore(TableAdapter):
                 yield Malformed(_job_key_or_none(item), f"malformed job item: {error!r}")
 
     def read_cursors(self, shards: Sequence[int]) -> dict[int, str]:
-        """The sweep cursor of each shard that has one: the lowest sort key still to look at."""
+        """The sweep cursor of each shard that has one: the lowest sort key that may still need
+        a sweep's send (a capped queue's deferred jobs may lie below the cursor itself)."""
         return {
-            shard: state.cursor
+            shard: min([state.cursor, *state.deferred.values()])
             for shard, state in self.read_sweep_states(shards).items()
             if state.cursor is not None
         }
@@ -326,6 +327,28 @@ class SweepStore(TableAdapter):
             if not request:
                 return found
         raise Unavailable("DynamoDB left jobs unread")
+
+    def as_shown(self, job: Job, *, now_ms: int) -> Job:
+        """The job as GET /jobs/{id} shows it: `queued` is derived for a job a sweep sends
+        without writing it (THE SHARD LEASE). A pending job that waits for a sweep (not direct,
+        not a paused DAG's root) is shown queued once it is due, or once its shard's cursor
+        has passed it (sent ahead of its time) or the last holder names it as sent, unless it
+        lies among its queue's deferred jobs. One more read, for a pending job only."""
+        if job.status is not Status.PENDING or job.direct or (job.dag and job.dag.held):
+            return job
+        sk = job.key.sk
+        if job.key.due_ms > now_ms:
+            state = self.read_sweep_states([job.key.shard]).get(job.key.shard)
+            deferred = state.deferred.get(job.queue) if state else None
+            passed = (
+                state is not None
+                and state.cursor is not None
+                and sk < state.cursor
+                and (deferred is None or sk < deferred)
+            )
+            if not passed and (state is None or sk not in state.sent):
+                return job
+        return replace(job, status=Status.QUEUED)
 
     def take_lease(self, shard: int, *, token: str, now_ms: int, read: ShardSweepState) -> bool:
         """Hold `shard` for sweep `token` until now + SWEEP_LEASE_MS: one conditional write,
