@@ -4,7 +4,6 @@ with the manual clock, by hooking the real AWS calls of the sweeper under test."
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 from typing import Any
 
@@ -18,8 +17,7 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
 from sundial.store.job_items import job_to_item
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import SweepStore
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.store.sweeps import SWEEP_LEASE_MS, SweepStore
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all
@@ -89,36 +87,31 @@ def test_scenario_01_second_sweeper_never_passes_a_job_the_first_could_not_send(
     j1 = _put(deps, clock, shard=0, in_s=300)
     j2 = _put(deps, clock, shard=0, in_s=400)
     a, _, a_sqs = _sweeper(deps, clock)
-    b, b_db, _ = _sweeper(deps, clock)
+    b, _, _ = _sweeper(deps, clock)
     _refuse(a_sqs, j1.id)
-    # And sweeper B reading the range while j1 is still queued by A (between A's send and
-    # A's un-claim), then deciding only after A has finished (un-claim, cursor, done record)
-    b_read, a_finished = threading.Event(), threading.Event()
-
-    def b_reads_then_waits(**_: Any) -> None:
-        b_read.set()
-        assert a_finished.wait(10)
-
-    b_db.meta.events.register("after-call.dynamodb.Query", b_reads_then_waits)
+    # And sweeper B running whole between A's send and A's release (A holds the shard's lease)
     b_reports: list[Any] = []
-    b_thread = threading.Thread(target=lambda: b_reports.append(b.sweep([0])))
 
-    def start_b(**_: Any) -> None:
-        b_thread.start()
-        assert b_read.wait(10)
+    def run_b(**_: Any) -> None:
+        if not b_reports:
+            b_reports.append(b.sweep([0]))
 
-    a_sqs.meta.events.register("after-call.sqs.SendMessageBatch", start_b)
+    a_sqs.meta.events.register("after-call.sqs.SendMessageBatch", run_b)
     # When A sweeps (one refused send), with B's sweep interleaved as above
     a_report = a.sweep([0])
-    a_finished.set()
-    b_thread.join(10)
-    assert a_report.dispatched == 1 and a_report.send_failures == 1 and b_reports
+    assert a_report.dispatched == 1 and a_report.send_failures == 1
+    # Then B left the shard alone (A held it): it neither sent nor moved anything
+    assert b_reports[0].lease_busy == 1 and b_reports[0].dispatched == 0
     assert deps.jobs.get(j1.id).status is Status.PENDING
-    # Then a later sweep still finds j1 (B did not move the cursor past it) and sends it
+    # And A held the cursor at j1, naming j2 as sent above it: a later sweep sends j1 only
+    state = deps.sweeps.read_sweep_states([0])[0]
+    assert state.cursor == j1.key.sk and state.sent == {j2.key.sk} and state.lease is None
     clock.advance(seconds=60)
     later, _, _ = _sweeper(deps, clock)
     assert later.sweep([0]).dispatched == 1
-    assert deps.jobs.get(j1.id).status is Status.QUEUED
+    assert deps.sweeps.as_shown(deps.jobs.get(j1.id), now_ms=clock.now_ms()).status is (
+        Status.QUEUED
+    )
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({j1.id: 1, j2.id: 1})
 
@@ -127,7 +120,7 @@ def test_scenario_05_refused_send_plus_concurrent_cancel_sends_the_rest_once(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     # Given j1 < j2 pending on shard 0, SQS refusing j1, and j1 cancelled by a client
-    # between A's send and A's un-claim (so the un-claim is refused: j1 is no longer queued)
+    # between A's send and A's release (A holds its cursor at j1, naming j2 as sent)
     j1 = _put(deps, clock, shard=0, in_s=300)
     j2 = _put(deps, clock, shard=0, in_s=400)
     a, _, a_sqs = _sweeper(deps, clock)
@@ -135,14 +128,15 @@ def test_scenario_05_refused_send_plus_concurrent_cancel_sends_the_rest_once(
     a_sqs.meta.events.register(
         "after-call.sqs.SendMessageBatch", lambda **_: deps.jobs.cancel(j1.id)
     )
-    # When A sweeps, and later sweeps run, also past the claim lease
+    # When A sweeps, and later sweeps run, also past the lease
     report = a.sweep([0])
     assert report.dispatched == 1 and report.send_failures == 1
     later, _, _ = _sweeper(deps, clock)
     for _ in range(3):
-        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        clock.advance(ms=SWEEP_LEASE_MS + 60_000)
         later.sweep([0])
-    # Then j2 was sent exactly once (not taken over as if A had died), and j1 never
+    # Then j2 was sent exactly once (the later holder skips it: A's release names it), and
+    # j1 never (cancelled, it needs nothing: the cursor passes it)
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({j2.id: 1})
     assert deps.jobs.get(j1.id).status is Status.CANCELLED
@@ -219,7 +213,7 @@ def test_scenario_poison_a_poison_job_affects_that_job_only(
     assert deps.jobs.get(rejected.id).last_error is not None
     # And the cursor passed them: later sweeps, also past the lease, send nothing again
     for _ in range(2):
-        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        clock.advance(ms=SWEEP_LEASE_MS + 60_000)
         assert sweeper.sweep([0]).dispatched == 0
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({job.id: 1 for job in healthy})
@@ -251,9 +245,7 @@ def test_scenario_poison_an_error_on_one_shard_never_stops_the_others(
     assert _arrivals(deps) == Counter({job.id: 1 for job in jobs.values()})
 
 
-def test_a_plain_sweep_still_writes_one_claim_per_job(
-    deps: Dependencies, clock: ManualClock
-) -> None:
+def test_a_plain_sweep_writes_no_job_item(deps: Dependencies, clock: ManualClock) -> None:
     # Given 30 plain delayed jobs, and a sweeper whose DynamoDB writes are counted
     for i in range(30):
         _put(deps, clock, shard=i % 3, in_s=100 + i)
@@ -262,9 +254,12 @@ def test_a_plain_sweep_still_writes_one_claim_per_job(
     metered = Dependencies(settings=deps.settings, clock=clock, session=session)
     # When they are swept with no fault
     assert metered.sweeper.sweep([0, 1, 2]).dispatched == 30
-    # Then each cost its claim and nothing more (the cursors are per shard, not per job)
-    assert meter.job_writes() == 30 and meter.requests["claim"] == 30
-    assert meter.requests["done"] == 0
+    # Then no job item was written: each shard cost its lease and its release
+    assert meter.job_writes() == 0 and meter.requests["cursor"] == 2 * 3
+    # And a sweep with nothing due costs no write at all
+    clock.advance(seconds=60)
+    assert metered.sweeper.sweep([0, 1, 2]).dispatched == 0
+    assert meter.requests["cursor"] == 2 * 3
 
 
 def test_scenario_poison_a_shard_holding_only_a_malformed_item_moves_on(
