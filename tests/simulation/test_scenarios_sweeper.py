@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 from ulid import ULID
 
@@ -17,7 +18,8 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
 from sundial.store.job_items import job_to_item
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import SWEEP_LEASE_MS, SweepStore
+from sundial.store.sweeps import SWEEP_LEASE_MS, ShardSweepState, SweepStore
+from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all
@@ -274,3 +276,48 @@ def test_scenario_poison_a_shard_holding_only_a_malformed_item_moves_on(
     clock.advance(seconds=60)
     report = sweeper.sweep([2])
     assert report.poisoned == 0 and report.errors == 0
+
+
+def test_scenario_lease_two_sweepers_meet_at_the_expiry_of_a_dead_holders_lease(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given jobs on shard 0, and sweeper A dying right after taking the shard's lease
+    jobs = [_put(deps, clock, shard=0, in_s=300 + i) for i in range(3)]
+    a, a_db, _ = _sweeper(deps, clock)
+
+    def die_after_lease(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"]["sk"]["S"] == "cursor" and ":c" not in params["ExpressionAttributeValues"]:
+            raise SystemExit("Lambda killed")  # the take's request, never sent
+
+    a_db.meta.events.register("provide-client-params.dynamodb.UpdateItem", die_after_lease)
+    with pytest.raises(SystemExit):
+        a.sweep([0])
+    a_db.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", die_after_lease)
+    # (the kill came before the request: take the lease as A would have)
+    taken_at = clock.now_ms()
+    read = deps.sweeps.read_sweep_states([0]).get(0, ShardSweepState())
+    assert deps.sweeps.take_lease(0, token="sweep:A", now_ms=taken_at, read=read)
+    # When a sweeper whose clock runs CLOCK_SKEW_MS ahead comes while A may still live (A's
+    # Lambda may run SWEEPER_TIMEOUT_MS after its take), it leaves the shard alone
+    ahead = ManualClock(taken_at + SWEEPER_TIMEOUT_MS + CLOCK_SKEW_MS)
+    early, _, _ = _sweeper(deps, ahead)
+    assert early.sweep([0]).lease_busy == 1
+    # And at the expiry, B and C meet: both read the expired lease, C runs whole between B's
+    # read and B's take, and only one of them holds the shard
+    clock.set(taken_at + SWEEP_LEASE_MS + 1)
+    b, b_db, _ = _sweeper(deps, clock)
+    c, _, _ = _sweeper(deps, clock)
+    c_reports: list[Any] = []
+
+    def run_c(**_: Any) -> None:
+        if not c_reports:
+            c_reports.append(c.sweep([0]))
+
+    b_db.meta.events.register("after-call.dynamodb.Query", run_c)
+    b_report = b.sweep([0])
+    assert c_reports[0].dispatched == 3 and b_report.dispatched == 0
+    assert b_report.lease_busy == 1
+    # Then each job was sent once, and the shard is free again
+    assert deps.sweeps.read_sweep_states([0])[0].lease is None
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({job.id: 1 for job in jobs})
