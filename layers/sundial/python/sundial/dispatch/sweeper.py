@@ -1,28 +1,26 @@
-"""The sweeper: finds due and near-due jobs of its shards, claims each with a conditional
-write, and hands them to SQS in batches with DelaySeconds so they surface at their due second.
+"""The sweeper: finds due and near-due jobs of its shards and hands them to SQS in batches
+with DelaySeconds so they surface at their due second, holding each shard under a lease
+instead of claiming each job (sundial.store.sweeps, THE SHARD LEASE).
 
-Per shard it keeps a cursor: the lowest sort key that may still need work. Everything below
-the cursor has been sent or needs nothing. A sweep reads [cursor, now + lookahead], then moves
-the cursor to just past that frontier, or holds it at the first job it could not finish:
-- a job whose send failed (it is un-claimed and retried next sweep);
-- a job claimed by another live sweeper (that sweeper may yet fail);
-- the first job left when the Lambda ran short of time.
-A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
-any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
+Per shard it keeps a cursor: the lowest sort key that may still need a sweep's send. A sweep
+reads [cursor, now + lookahead]; if anything is there it takes the shard's lease (one write),
+sends every due job without writing it, and releases the lease in the write that moves the
+cursor to just past that frontier, or holds it at the first job it could not send (a failed
+send, the first job left when the Lambda ran short of time), naming the jobs it sent above
+it (dispatch.shard_sweep). A shard held by a live sweep is left alone; a dead holder's lease
+expires after the sweeper's hard timeout, and the next holder sends again from the cursor (a
+duplicate message, which the consumer's take makes a no-op).
 
 Higher priority goes first (critical, high, normal, low; then the minute each job is due, an
 overdue job counting as due now) across the whole group: the sweep reads every shard's range,
-then claims one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
+then sends one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
 shard in turn, so when a backlog exceeds what one sweep can send, the time goes to the urgent
 jobs of every shard before any shard's less urgent ones. Within a group, queues take turns by
 their dispatch weight, and a capped queue's jobs are paced over the following seconds
-(dispatch.fairness), so one queue's flood does not starve another's jobs. A sweep that
-holds its cursor below jobs it sent records that it finished (a "done" item per shard and
-sweep), so a later sweep re-reading them does not take them over as if it had crashed.
-Claims run concurrently (a small thread pool per sweep) and are settled in the order they
-were started, so the cursor rule above is unchanged. Pending jobs of a paused queue are passed
-over (sundial.store.queue_states); a schedule's occurrence
-first advances its schedule (sundial.services.chain).
+(dispatch.fairness), so one queue's flood does not starve another's jobs. Pending jobs of a
+paused queue are passed over (sundial.store.queue_states), and so are those a resumed
+queue's catch-up still owes; a schedule's occurrence first advances its schedule
+(sundial.services.chain).
 
 This module runs a sweep over a group of shards; dispatch.shard_sweep sweeps one shard.
 """
@@ -53,13 +51,11 @@ from sundial.transport.sender import QueueSender
 logger = logging.getLogger(__name__)
 
 
-# Priorities whose claimed jobs are sent as soon as their pass over the shards ends.
+# Priorities whose jobs are sent as soon as their pass over the shards ends.
 URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 
-# Claims in flight at once in one sweep. A claim is one conditional UpdateItem: a few
-# milliseconds in DynamoDB against about half a millisecond of CPU here, so claiming one job
-# at a time leaves a sweeper mostly waiting (BENCHMARKS.md, "CPU per job" and "Scale").
-# boto3 clients are thread-safe; each claim is still its own conditional write.
+# Requests in flight at once in one sweep: a flush's SendMessageBatch requests go out together
+# on this pool (transport.sender).
 CLAIM_CONCURRENCY = 16
 
 # Jobs one shard takes of a (priority, moment) group before the next shard's turn: a job on
@@ -156,7 +152,7 @@ class Sweeper:
         """One (priority, moment) group at a time across every shard, SHARD_TURN jobs per shard
         in turn: when the group's backlog is more than a sweep can send, a critical job of the
         last shard goes before a normal job of the first, and a job due now on the last shard
-        before a later one of the first. What the urgent priorities claimed is sent as soon as
+        before a later one of the first. What the urgent priorities decided is sent as soon as
         they are done, and the first moment's at the end of each turn (later moments fill
         their batches as they come, fewer SQS requests). Returns the shard sweeps still sound."""
         rank: int | None = None
@@ -173,7 +169,7 @@ class Sweeper:
                 for s in sweeps
                 if _isolated(s, partial(s.dispatch_group, group, SHARD_TURN), report)
                 # What is due before the next sweep goes out at the end of its turn, not when
-                # the shard has _FLUSH_AT claimed: other shards' turns come in between.
+                # the shard has _FLUSH_AT decided: other shards' turns come in between.
                 and (group[1] > 0 or _isolated(s, s.flush, report))
             ]
         return sweeps
@@ -217,8 +213,8 @@ def _owed(states: Mapping[str, QueueState], shard: int) -> dict[str, tuple[str, 
 
 def _isolated(shard_sweep: ShardSweep, step: Callable[[], object], report: SweepReport) -> bool:
     """Run one step of a shard's sweep; False if it failed. One shard's failure never stops
-    the others: what it claimed and did not send is retaken after the lease, and its cursor
-    holds (a failed shard is not finished, so its cursor is not moved)."""
+    the others: a failed shard is not finished, so its cursor is not moved and its lease runs
+    out; the next holder sends again from the cursor."""
     try:
         step()
     except Exception:
