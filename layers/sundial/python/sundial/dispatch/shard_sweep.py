@@ -44,7 +44,7 @@ What the sweep does not write any more, and why the rest still holds:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from math import inf
@@ -53,6 +53,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPlan, DispatchPolicy, Due, Pacer, plan_dispatch
+from sundial.dispatch.outbox import Outbox
 from sundial.ids import JobKey, due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
@@ -66,7 +67,7 @@ from sundial.store.sweeps import (
     SweepStore,
 )
 from sundial.timing import SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
-from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
+from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender, SendResult
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +163,10 @@ class ShardSweep:
         pool: Executor,
         paused_queues: frozenset[str] = frozenset(),
         catch_ups: Mapping[str, tuple[str, str]] | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
+        """`outbox`: the sweeper's, shared by its shard sweeps (dispatch.outbox); by default
+        one of this sweep's own."""
         state = state or ShardSweepState()
         self._store, self._sweeps, self._sender = tools.store, tools.sweeps, tools.sender
         self._policy = tools.policy
@@ -172,7 +176,7 @@ class ShardSweep:
         self._cursor = state.cursor or due_sk_bound(0, upper=False)
         self._token = token
         self._remaining_ms = remaining_ms
-        self._pool = pool
+        self._outbox = outbox or Outbox(tools.sender, tools.clock, pool)
         self._paused_queues = paused_queues
         self._catch_ups = dict(catch_ups or {})
         self._hold: str | None = None  # lowest sort key that must be looked at again
@@ -490,17 +494,28 @@ class ShardSweep:
         return ready
 
     def _flush(self) -> None:
+        """Put in the outbox what this sweep decided, and send the outbox (with whatever other
+        shards put there)."""
+        self.stage()
+        self._outbox.send()
+
+    def stage(self) -> None:
+        """Read and put in the outbox what is decided, without sending (the sweeper sends the
+        outbox once for every shard before it finishes them)."""
         decided, self._to_send = self._to_send, []
         ready = self._read_items(decided)
-        if not ready:
-            return
-        outgoing = [
-            Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
-            for job in ready
-        ]
-        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms, pool=self._pool)
+        self._outbox.add(
+            self,
+            [
+                Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
+                for job in ready
+            ],
+        )
+
+    def settle(self, outgoing: Sequence[Outgoing], result: SendResult) -> None:
+        """The outcome of this sweep's messages (dispatch.outbox)."""
         failed = {message.job.id for message in result.failed}
-        sent = [job for job in ready if job.id not in failed]
+        sent = [o.job for o in outgoing if o.job.id not in failed]
         self.report.dispatched += len(sent)
         self.report.paced += sum(
             1 for o in outgoing if o.visible_at_ms > o.run_at_ms and o.job.id not in failed

@@ -37,6 +37,7 @@ from ulid import ULID
 
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPolicy
+from sundial.dispatch.outbox import Outbox
 from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
 from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
@@ -121,6 +122,8 @@ class Sweeper:
         cursors = self._sweeps.read_sweep_states(shards)
         report = SweepReport()
         with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="send") as pool:
+            # Every shard's messages go out together: requests by the jobs, not by the shards.
+            outbox = Outbox(self._tools.sender, self._clock, pool)
             sweeps: list[ShardSweep] = []
             for shard in shards:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
@@ -134,10 +137,13 @@ class Sweeper:
                     pool=pool,
                     paused_queues=paused,
                     catch_ups=_owed(states, shard),
+                    outbox=outbox,
                 )
                 if _isolated(shard_sweep, shard_sweep.read, report):
                     sweeps.append(shard_sweep)
             sweeps = self._dispatch(sweeps, report)
+            sweeps = [s for s in sweeps if _isolated(s, s.stage, report)]
+            outbox.send()  # settles every staged message before any shard is finished
             for shard_sweep in sweeps:
                 if _isolated(shard_sweep, shard_sweep.finish, report):
                     report.add(shard_sweep.report)
