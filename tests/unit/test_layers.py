@@ -115,7 +115,7 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     assert floor(room("sundial.services.jobs")) > floor(room("sundial.store.jobs"))
 
 
-def test_the_consumer_sdk_runs_a_job_loading_at_most_20_modules_and_no_service() -> None:
+def test_the_consumer_sdk_runs_a_job_loading_at_most_21_modules_and_no_service() -> None:
     # A fresh interpreter, as a consumer Lambda's cold start: it imports the SDK and handles one
     # record end to end (fence, take, function, success write) on a moto server. Before the
     # consumer built its own collaborators, the first record loaded the composition root: 68
@@ -133,4 +133,6 @@ def test_the_consumer_sdk_runs_a_job_loading_at_most_20_modules_and_no_service()
     ]
     assert not heavy, f"the consumer SDK loads {heavy}"
     assert "sundial.runs.attempts" in ours  # and it did run the SDK
-    assert len(ours) <= 20, f"{len(ours)} modules: {ours}"
+    # 21: sundial.model.placement (the direct-window rule a retry's send and the store obey)
+    # is one small module of its own, importing nothing the consumer does not load already.
+    assert len(ours) <= 21, f"{len(ours)} modules: {ours}"

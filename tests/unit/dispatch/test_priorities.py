@@ -14,7 +14,7 @@ from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.model.job import Priority
 from sundial.model.submission import SubmitJob
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.timing import SWEEP_LEASE_MS
 from sundial.wiring import Dependencies
 from tests.support import receive_all
 
@@ -56,7 +56,7 @@ def test_a_backlog_is_dispatched_highest_priority_first(
     # And the next sweeps send the rest, each once, even after the first sweep's claims
     # expire while the cursor is held below them
     one_shard.sweeper.sweep([0])
-    clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+    clock.advance(ms=SWEEP_LEASE_MS + 60_000)
     one_shard.sweeper.sweep([0])
     clock.advance(seconds=60)
     one_shard.sweeper.sweep([0])

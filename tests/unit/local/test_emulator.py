@@ -184,3 +184,19 @@ def test_an_entry_failing_while_written_undoes_the_entries_before_it(
         }
         db.put_item(TableName=TABLE, Item=_item("after"))
         assert _read(iterator, streams)[0] == ["after"]
+
+
+def test_the_tests_own_moto_keeps_the_stream_whole_after_a_cancelled_transaction(
+    aws: None, clients: tuple[Any, Any]
+) -> None:
+    # The `aws` fixture (tests/conftest.py) and the simulation (tests/simulation/aws.py) run
+    # moto with this patch. Without it, a reader read the cancelled transaction's put as an
+    # INSERT and missed every write after it: the simulation's history function tagged a
+    # move's rejected payload referenced, an orphan (make chaos, seed 54, the long profile).
+    db, streams = clients
+    db.put_item(TableName=TABLE, Item=_item("schedule", state="active"))
+    iterator, streams = _reader(db, streams)
+    iterator = _read(iterator, streams)[1]
+    _cancelled_transaction(db)
+    db.put_item(TableName=TABLE, Item=_item("later"))
+    assert _read(iterator, streams)[0] == ["later"]

@@ -1,6 +1,6 @@
 """Pausing a schedule (issue 26): every occurrence it has decided and not yet run is parked in
 as few transactions as DynamoDB allows, each still conditional on the schedule being paused
-(sundial.timing, "Parking a paused schedule's occurrence")."""
+(sundial.services.chain, "Parking a paused schedule's occurrence")."""
 
 from __future__ import annotations
 

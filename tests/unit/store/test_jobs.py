@@ -146,7 +146,7 @@ def test_idempotency_record_is_written_once(deps: Dependencies) -> None:
 
 
 def test_a_due_soon_job_nobody_sends_is_never_written(deps: Dependencies) -> None:
-    """THE CURSOR RULE (sundial.timing), enforced where every new job is written: a pending
+    """THE OWNER RULE (docs/invariants.md), enforced where every new job is written: a pending
     job due within the direct window must be direct (its writer sends it)."""
     unsent = _job(due_ms=NOW + 60_000)
     with pytest.raises(UnsafeWrite):

@@ -19,6 +19,13 @@ with that key. A caller with no permission at all on a schedule's queue is answe
 schedule did not exist (404, the same message); one with some permission on the queue (its team)
 gets the 403 naming what it lacks. Job and DAG ids are random: their 403s stay, which say what
 to ask for.
+
+Interleavings. Authorization (sundial.api.authorization) adds no write. A route addressed by id may
+read the item first to learn its queue, then the route does what it always did (a DAG node's cancel
+also reads its DAG's nodes, for the queues its cascade may reach). A job's, DAG node's or
+schedule's queue is written once, when the item is created, and never changed, nor is a DAG's
+shape, so whatever runs between the read and the route's own conditional writes cannot make the
+check stale; a 403 is raised before the route runs, so it writes nothing.
 """
 
 from __future__ import annotations

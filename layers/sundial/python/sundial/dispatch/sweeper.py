@@ -23,6 +23,41 @@ queue's catch-up still owes; a schedule's occurrence first advances its schedule
 (sundial.services.chain).
 
 This module runs a sweep over a group of shards; dispatch.shard_sweep sweeps one shard.
+
+THE CURSOR RULE (docs/invariants.md) against the writes it interleaves with (the rule under
+the lease, and what it no longer writes, are in dispatch.shard_sweep's docstring):
+- Two sweeps of one shard (the next tick, Lambda's async retry of the first, a second sweeper
+  on the same shards): only the lease's holder sends and moves the cursor. A sweep that reads
+  a live lease leaves the shard alone; two that read an expired one race on its take, which is
+  conditional on the item's `sweeps` count as read, so one holds it and the other writes
+  nothing (sundial.store.sweeps, THE SHARD LEASE). A holder's release names what it sent above
+  a cursor it held (`sent_above`), so the next holder does not send those again.
+- A cancel during a sweep's send: the cancel lands on the pending item; if before the sweep's
+  read of the item, the job is not sent; if after, its message finds it cancelled at the take.
+  Either way the job needs nothing more and the cursor may pass it.
+- A poison job (queue not configured, malformed item, SQS rejecting the entry as the
+  sender's fault) is marked dead with the reason (conditional on it still waiting for a sweep:
+  pending, not direct), so it needs nothing more and the cursor passes it. A retryable failure
+  (throttle, SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
+- A queue's pause: a sweep passes over its pending jobs (the resume's catch-up sends them), and
+  may move its cursor past them only while the queue is still paused: the release is one
+  transaction with a check of each such queue's pause (SweepStore.finish_sweep). Why: a
+  later sweep that reads the queue running may send such a job and die; had the first sweep
+  moved past it, the next holder would not read it again. With the check, a resume that lands
+  before the release makes it fail (the sweep releases again without moving the cursor); one
+  that lands after finds the cursor moved while paused, and every sweep that reads the queue
+  running reads its range after that, above the job. (Found by the fairness simulation, seed
+  2; tests/unit/services/test_queues.py names it.) A resumed queue's catch-up still owing a
+  shard sends that range's pending jobs itself; the sweep leaves them to it.
+- An error on one shard stops only that shard: it is not finished, so its cursor is not moved
+  and its lease runs out; the next holder sends again from the cursor, as after a crash.
+- A sweeper reads the ranges of all its shards first, then sends one priority at a time over
+  all of them, then finishes each shard. A read is therefore older when its job is sent than
+  when shards were swept one by one; the sweep reads each batch's items right before sending
+  them and sends only those still pending (dispatch.shard_sweep), and a job read but never
+  looked at (short of time, a failed step) holds the cursor at it (ShardSweep.finish), so the
+  cursor passes only what the sweep itself settled. Every shard's messages go out before any
+  shard's release (dispatch.outbox).
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ def retry_timer(job: Job, *, attempt: int, at_ms: int) -> Job:
     job's revision); the fence reads the job itself when the message arrives. Written by the
     runners (a retry beyond SQS's delay window: runs.attempts) and by a consumer releasing a DAG
     node onto a paused queue (services.dag_progress), always more than SQS's 15-minute delay
-    ahead, so no sweep can have passed it (sundial.timing). Its key is derived from the job,
+    ahead, so no sweep can have passed it (services.deferral). Its key is derived from the job,
     the attempt, the revision and the time: the same retry written again (a repair) is the same
     item, so a conditional put writes no second timer. It has no expiry until the sweeper
     sends it (JobStore.claim gives it one then): a pause of its queue or DAG can hold it back

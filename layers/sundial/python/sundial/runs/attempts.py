@@ -32,11 +32,12 @@ from aws_lambda_powertools import Logger
 
 from sundial.clock import Clock
 from sundial.model.job import AttemptError, Job, Status, retry_timer
+from sundial.model.placement import Where, place
 from sundial.settings import Settings
 from sundial.store.attempts import AttemptStore
 from sundial.store.jobs import JobStore, may_be_behind_a_sweep
 from sundial.timing import CLOCK_SKEW_MS, LEGACY_RUNNER_MS
-from sundial.transport.sender import SQS_MAX_DELAY_S, Outgoing, QueueSender
+from sundial.transport.sender import Outgoing, QueueSender
 
 if TYPE_CHECKING:
     from sundial.store.payloads import PayloadStore
@@ -325,7 +326,7 @@ class Attempts:
         send here, so the retry is never stranded (a second message of it runs once: the
         attempt's take)."""
         deps = self.deps
-        if at_ms - deps.clock.now_ms() > SQS_MAX_DELAY_S * 1000:
+        if place(at_ms, deps.clock.now_ms()).where is Where.SWEEP:
             self._put_timer(job, attempt, at_ms)
             if not may_be_behind_a_sweep(at_ms, written_by_ms=deps.clock.now_ms()):
                 return

@@ -26,7 +26,7 @@ it writes anything; a refusal is the same 429, or a 413, and writes nothing):
   when the window is full, and is a 429 if it re-queued nothing).
 Not counted, each for a reason: the occurrences the sweepers write as a schedule moves on (one
 per occurrence at the schedule's cadence, at most one every 10 seconds each; a queue's
-max_dispatch_per_second paces them: FAIR DISPATCH, sundial.timing); a job's or DAG's resume
+max_dispatch_per_second paces them: FAIR DISPATCH, dispatch.fairness); a job's or DAG's resume
 (it sends jobs already counted, once: a paused job is one not yet sent); a queue's resume
 (its catch-up sends what the pause held back, all counted when submitted; admin only); a DAG's
 children (counted with the DAG); the consumer's retries.
@@ -71,6 +71,40 @@ idempotency key, is an ordinary submit that takes quota again). A request refuse
 rate-limited queue gives the first queue's count back (best effort: if that write fails, the
 quota stays taken until the window ends). A request that fails after admission (a 503) keeps
 its count.
+
+Interleavings of the count (the submission window, sundial.store.submission_windows):
+A submission window (issue 16: a queue's max_submissions_per_second, services.admission) is
+counted by one conditional UpdateItem on its own item ("quota#<queue>#<lane>",
+"window#<second>"), before the request writes any idempotency record or job, and it touches no
+job item, cursor or queue state, so it interleaves with nothing the cursor and owner rules
+rely on. A refused count writes nothing and the request ends there (429): no job exists to
+lose. A count followed by a crash (or by a 503 later in the request) only uses up quota: the
+rest of the request wrote what it would have written with no quota, so the existing rules
+cover it, and the client's repeat is an ordinary submit, counted again (its idempotency key
+returns the one job if the first attempt wrote it). Two requests racing for the last room in a
+window are serialised on the counter item by DynamoDB: one is counted, the other refused
+whole, never both over the limit. The window comes from the clock (now // 1 s) and only ever
+selects an item: a window a clock step skipped is simply never counted in.
+The other calls that make jobs appear on a queue count the same way, each before its first
+write (issue 25, item 8; what each counts: services.admission): a schedule's create (before
+its create transaction), update (before the first round's transaction; a round lost to a race
+reads again and is not counted again) and resume (from a read of its paused occurrences
+before the write that marks it resuming; its work reads them again after that write, so a
+sweep parking the head in between is sent all the same, and counted the same); a move and a
+run-now (after the job is read and found movable, before its payload's S3 put and its
+transaction); a retry by id (before its chain step and requeue; a job found in a state that
+cannot be retried is a 409, uncounted) and so each job of a dead-letter replay (the replay
+stops at a refusal: the letters after it are kept, untouched). A refusal writes nothing, and a
+crash after a count only uses quota, as for submit: the client's repeat is counted again
+unless it finds the first call's work done (a schedule's repeat create, or an update that
+changes nothing, counts nothing). More jobs at once than a second admits (a schedule's
+occurrences within the direct window) are counted over the following seconds: one consistent
+Query of the lane's windows from now on, then ONE TransactWriteItems adding to each, each
+conditional on its room as for a single window. A take or another spread landing on one of
+those windows between the read and the transaction makes a condition fail (or the
+transaction conflict): nothing is written and the call is a 429; so no window ever passes its
+limit and a spread is all or nothing. Only a spread writes a window ahead of the clock, and
+at most MAX_SPREAD_S ahead, so the read covers every window that can hold a count.
 """
 
 from __future__ import annotations

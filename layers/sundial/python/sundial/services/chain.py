@@ -13,6 +13,60 @@ chain, in this order, so a crash at any step skips nothing and a race creates no
 5. only then the caller claims the occurrence (fire) or cancels it (skip). Until that write the
    occurrence stays pending, so whoever comes next repeats steps 1-4 and reaches the same state.
 A waiting schedule costs nothing: no scan, no timer, just its head item in the table.
+
+How the chain interleaves with a schedule's pause, update and resume:
+- Parking a paused schedule's occurrence (a sweep reaching it, a release, or the schedule's pause
+  itself) is one transaction with a check that the schedule is still paused (ScheduleStore.park).
+  A resume that lands first makes the park fail; the parker decides again (the occurrence fires)
+  and a pause answers 409 "resumed while this pause ran". So a resumed schedule never keeps a
+  parked occurrence, whatever the order of pause, resume and sweep.
+  A pause parks all its occurrences (those sent for a time still ahead, and the waiting head)
+  in as few transactions as TransactWriteItems takes: the check and up to 99 parks in each
+  (ScheduleStore.park_all; one transaction for the densest schedule, every 10 s: at most 91
+  occurrences in 15 minutes; it was one per occurrence). The rule holds per transaction:
+  - A resume landing between two of them: the earlier ones are written and the later ones fail
+    their check (409). The resume flips the state first and reads the occurrences after, so it
+    sees every park written before its flip and releases it; none is written after it.
+  - An occurrence that stops being parkable while the pause runs (a consumer took it, a cancel,
+    a sweep's own park) fails its entry: the whole transaction is cancelled, and written again
+    without it (it is left as the other write made it, as a lone park that failed would have
+    left it). Each round leaves one out, so the rounds end. The pause parks only what it read
+    as parkable, so such a round is rare.
+  - A crash between two transactions leaves the earlier parks and a paused schedule: what a
+    crash after some of the one-by-one parks left. Pausing again repeats the work.
+- An update of a schedule (PATCH, ScheduleService.update) replaces the chain's head H, the one
+  occurrence no run record decides yet, in ONE transaction (ScheduleStore.revise): the schedule's
+  new settings, conditional on the revision read and on not being deleted; H's run record,
+  put-if-absent, outcome `replaced`, naming the new first occurrence N and its revision; H
+  cancelled and `chained`, conditional on pending, paused or cancelled (or, if a sweep decided
+  H's predecessor and has not written H yet, H put cancelled, if absent); N put, if absent.
+  "Decided" means a run record exists: every sender writes it before it claims or sends an
+  occurrence (services.chain), so the record is where a sweep or a release and an update meet.
+  If a sweep decides H first, the transaction fails and the update reads again: H keeps its
+  settings and runs, and the update replaces H's successor instead (if it is not written yet,
+  the sweep's later put finds the cancelled item and adds nothing). If the update commits
+  first, a sweep that read H before (pending) decides it after: its record put finds
+  `replaced` (it cancels H, a no-op) and its successor is N, already written; a sweep that read
+  the old schedule writes nothing of it. So after a 200, an occurrence of the old settings
+  runs only if it was decided before the update. Each update starts a new revision whose
+  occurrences have keys (and run records) of their own, so an old occurrence and a new one
+  never share an item, even at the same time. N is after the newest decided occurrence (no
+  duplicate run of a time) and, unless H was overdue, not before now; the head is found from
+  the newest decided record, or the schedule's `first_at` (N) once an update came after it.
+  N due within DIRECT_WINDOW is direct and the update sends it (services.release, which decides
+  it through the chain: a paused schedule parks it, a paused queue holds it); a crash after the
+  commit leaves it direct: the client's repeat of the update changes nothing (same settings)
+  and sends it once SUBMIT_IN_FLIGHT has passed (a conditional take: two repeats send it once),
+  answering 409 "retry shortly" while it may still be on its way. Two updates: one commits,
+  the other's revision condition fails and it reads again and applies its fields on top (or
+  409 after a few rounds). A delete commits first (the update's condition fails: 409 deleted)
+  or after (the delete reads the head after its own write and cancels N). A pause or resume
+  does not conflict on the schedule item; on the head they are serialised by its conditions:
+  a park before the update is replaced with it; N then meets the paused schedule (the sweep or
+  the update's release parks it); a resume that released H first decided it (the update moves
+  on), one that finds H cancelled finds N as the head.
+- A schedule's resume moves the chain on from an occurrence cancelled while parked (a client
+  skipping one run): no sweep comes back to it, its time is behind the cursor.
 """
 
 from __future__ import annotations
@@ -24,10 +78,10 @@ from typing import Protocol
 from sundial.clock import Clock
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
+from sundial.model.placement import due_soon
 from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, ScheduleState
 from sundial.store.jobs import JobStore
 from sundial.store.schedules import Parked, ScheduleStore
-from sundial.timing import DIRECT_WINDOW_MS
 
 # An occurrence found still pending this long after its time was missed (nothing dispatched it
 # while it was due: an outage, a paused queue); the misfire policy decides its fate. A healthy
@@ -45,7 +99,7 @@ def occurrences_at_once(schedule: Schedule, first_ms: int, *, now_ms: int) -> in
     at: int | None = first_ms
     while at is not None:
         count += 1
-        if at > now_ms + DIRECT_WINDOW_MS:
+        if not due_soon(at, now_ms):
             break
         missed = now_ms - at > MISFIRE_GRACE_MS
         at = schedule.next_after(now_ms if missed else at)

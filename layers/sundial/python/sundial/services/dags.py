@@ -24,6 +24,7 @@ from sundial.model.job import (
     Job,
     Status,
 )
+from sundial.model.placement import Where, due_soon, place
 from sundial.model.submission import (
     MAX_HORIZON_S,
 )
@@ -33,7 +34,7 @@ from sundial.services.jobs import JobService
 from sundial.store.dag_listing import DagListingStore, dag_entries
 from sundial.store.dag_nodes import DagNodeStore
 from sundial.store.jobs import JobStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
 # A DAG cancel reads and cancels again while it finds nodes to cancel (a submit in flight
 # writes its roots last); a third pass finds nothing unless the DAG was submitted again.
@@ -91,7 +92,7 @@ class DagService:
         # job submitted to it is (sundial.store.queue_states); the other roots are sent below.
         paused = self._jobs.paused_queues(
             {node.queue for node in request.nodes.values() if not node.depends_on}
-            if start <= now + DIRECT_WINDOW_MS
+            if due_soon(start, now)
             else set()
         )
         nodes = self._build(request, key, now, paused, correlation_id)
@@ -271,8 +272,10 @@ class DagService:
         """The node after lifting its hold (None if another resume lifted it first). A pending
         root due within the direct window becomes the resume's to send, unless its queue is
         paused."""
-        near = node.status is Status.PENDING and node.due_ms <= now + DIRECT_WINDOW_MS
-        make_direct = near and node.queue not in paused
+        make_direct = (
+            node.status is Status.PENDING
+            and place(node.due_ms, now, queue_paused=node.queue in paused).where is Where.SEND
+        )
         renewed = make_direct or node.status is Status.BLOCKED
         unheld, after = self._nodes.unhold_node(
             node.key,
@@ -288,7 +291,7 @@ def _for_catch_up(node: Job, now: int, paused: Collection[str]) -> bool:
     soon on a paused queue, whose due time may lie below the catch-up's range."""
     assert node.dag is not None
     child = node.dag.released_at_ms is not None
-    return child or (node.queue in paused and node.due_ms <= now + DIRECT_WINDOW_MS)
+    return child or place(node.due_ms, now, queue_paused=node.queue in paused).where is Where.HOLD
 
 
 def _held(node: Job) -> bool:

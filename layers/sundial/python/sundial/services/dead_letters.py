@@ -8,7 +8,34 @@ it never runs a job twice. A letter whose job another call is retrying right now
 (pending and direct: that call sends it) is kept: if that call died before its send, the next
 replay after SUBMIT_IN_FLIGHT_MS takes the job over (the requeue allows it), so the job is
 never stranded with its letter gone (the simulation's dead-letter profile found that, chaos
-seed 22: a replay that crashed before its send, repeated at once, deleted the letter)."""
+seed 22: a replay that crashed before its send, repeated at once, deleted the letter).
+
+DEAD LETTERS (sundial.runs.dlq_indexer, sundial.services.dead_letters; the simulation's
+`--dead-letters` profile races them). Their write sequences:
+- Death by the consumer: mark the attempt's job dead (conditional on that attempt), then send
+  its envelope to the DLQ, then delete the job's message. A crash between leaves the message,
+  SQS redelivers it, and the fence, finding that attempt dead, sends the letter again (the
+  index keeps one item per job and death time).
+- Redrive by SQS (a consumer crashed on every delivery): the indexer marks the job dead, bound
+  to the envelope's attempt (AttemptStore.mark_dead: that attempt still waiting or running),
+  then puts the index item, then the message is deleted. A crash between repeats the whole
+  message: the conditional write and the put are idempotent (one item per job and death time).
+- Indexing a letter of a job that is no longer dead: the job was retried (by id, or by a replay
+  of an earlier letter) or finished. Its letter is dropped, and the job is left alone: the
+  attempt bound above refuses to mark a later attempt dead (the simulation found the version
+  without it marking a retried job dead, seed 3 of that profile).
+- Replay: per letter, JobService.retry(only_dead=True) (dead -> pending and direct, send, claim
+  with lease 0), then the index item is deleted. Two replays, or a replay and a retry by id,
+  race on the conditional requeue: one wins, the other gets a 409 and skips (and deletes the
+  item). A crash after the requeue and before the send leaves the job pending and direct; a
+  replay meanwhile keeps its letter (in flight: deleting it stranded the job, chaos seed 22 of
+  the dead-letter profile), and a retry or replay after SUBMIT_IN_FLIGHT_MS takes the job over;
+  the consumer's fence admits exactly attempts + 1, so at most one delivery runs. A crash
+  before the item's delete leaves an item whose job is no longer dead: the next replay skips
+  it and deletes it.
+- Cancel and moves: a dead job cannot be cancelled or moved (409), so neither races a replay;
+  a retry by id of a cancelled job re-runs it, by request (docs/api.md, POST /jobs/{id}/retry).
+"""
 
 from __future__ import annotations
 

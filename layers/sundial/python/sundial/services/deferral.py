@@ -5,8 +5,15 @@ job items), so it cannot record the node for the queue's catch-up as the API fun
 (services.release, QueueStateStore.hold). Instead the node is released `queued` and `direct`
 (no sweep sends it) and its first attempt gets a retry timer DEFERRED_SEND_MS ahead: an ordinary
 pending item of the queue, which the sweeper sends at its time once the queue runs, or the
-queue's catch-up does (sundial.timing, DEFERRED SENDS). Everything here is a write a consumer's
+queue's catch-up does. Everything here is a write a consumer's
 role allows: a conditional update of the node, a put of the timer.
+
+Interleavings. The timer lies above the cursors at the pause, being more than DIRECT_WINDOW ahead.
+Either way the node's message comes from the timer, at the resume or DEFERRED_SEND after the
+release, whichever is later; the fence admits the queued node's first attempt. A repeat (the
+parent's redelivery) writes the same timer (its key is derived from the node, attempt and time),
+or, a second later, another: one more message of the attempt, which its holder rule runs once. A
+node released onto a running queue is sent at once, as always.
 """
 
 from __future__ import annotations

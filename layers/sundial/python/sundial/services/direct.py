@@ -1,5 +1,5 @@
 """Sending jobs from an API call instead of the sweeper: for jobs due within the direct window,
-which a sweep may already have passed (the cursor only moves forward; see timing.py).
+which a sweep may already have passed (the cursor only moves forward; docs/invariants.md).
 
 The caller first makes each job its own (`direct`: no sweeper claims it), then this sends it
 and marks it queued. Send comes before the mark so a crash can never leave a job marked queued

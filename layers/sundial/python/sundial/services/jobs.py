@@ -19,6 +19,7 @@ from sundial.errors import (
 from sundial.ids import DagKey, JobKey
 from sundial.model.job import FINISHED, Job, OnFailure, Status
 from sundial.model.payloads import PayloadRef, PayloadStorage
+from sundial.model.placement import Where, due_soon, make_direct, place
 from sundial.model.submission import MAX_HORIZON_S, SubmitJob
 from sundial.retry import DEFAULT_MAX_ATTEMPTS, QueueRetryDefaults
 from sundial.services.admission import Admission
@@ -29,7 +30,7 @@ from sundial.store.idempotency import IdempotencyKeys, IdempotencyRecord
 from sundial.store.jobs import JobStore
 from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import MAX_HOLD_BATCH, Hold, QueueStateStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 from sundial.transport.sender import Outgoing, QueueSender
 
 # A resume that finds the job moved looks again where it went; a job moved on every look is
@@ -148,7 +149,7 @@ class JobService:
         fresh = [i for i, result in enumerate(results) if result is None]
         # A new job's payload for S3 is stored before the job is written, under its job's key:
         # a crash between leaves an object still tagged unreferenced, which the bucket's
-        # lifecycle removes (sundial.timing, "A PAYLOAD IN S3"). A repeat stores nothing.
+        # lifecycle removes (sundial.store.payloads). A repeat stores nothing.
         refs = {
             i: self.store_payload(
                 requests[i].queue,
@@ -160,7 +161,7 @@ class JobService:
             for i in fresh
         }
         paused = self.paused_queues(
-            {requests[i].queue for i in fresh if requests[i].due_ms(now) <= now + DIRECT_WINDOW_MS}
+            {requests[i].queue for i in fresh if due_soon(requests[i].due_ms(now), now)}
         )
         jobs = {
             i: self.new_job(
@@ -186,7 +187,7 @@ class JobService:
 
     def write_new(self, jobs: Sequence[Job], now: int) -> list[Job]:
         """Write new jobs so that none is left pending below a sweep cursor with nobody to send
-        it (THE CURSOR RULE, sundial.timing). Returns the direct ones: the caller sends them.
+        it (THE OWNER RULE, docs/invariants.md). Returns the direct ones: the caller sends them.
 
         A due-soon job of a paused queue (built with `held`: not direct) is written in one
         transaction that holds only while the queue is paused (its resume's catch-up then
@@ -195,11 +196,7 @@ class JobService:
         due-soon job that is not direct."""
         waiting: dict[str, list[Job]] = {}
         for job in jobs:
-            if (
-                job.status is Status.PENDING
-                and not job.direct
-                and job.due_ms <= now + DIRECT_WINDOW_MS
-            ):
+            if job.status is Status.PENDING and not job.direct and due_soon(job.due_ms, now):
                 waiting.setdefault(job.queue, []).append(job)
         for queue, held in sorted(waiting.items()):
             assert self._queue_states is not None  # only a paused queue's jobs are built held
@@ -211,8 +208,7 @@ class JobService:
                     raise Unavailable("a job id collided; retry the submit")
                 if hold is Hold.NOT_PAUSED:
                     for job in chunk:  # resumed meanwhile: send them here, as for any queue
-                        job.direct = True
-                        job.expires_at_s = job.due_ms // 1000 + self._retention_s
+                        make_direct(job, retention_s=self._retention_s)
         held_ids = {job.id for held in waiting.values() for job in held if not job.direct}
         self._store.put_new(
             [job for job in jobs if job.id not in held_ids], now_ms=self._clock.now_ms()
@@ -252,7 +248,7 @@ class JobService:
 
     def mark_payloads_referenced(self, jobs: Sequence[Job]) -> None:
         """Once jobs are written: their stored payloads are theirs for as long as they live
-        (a crash before this leaves it to the history Lambda's backstop; sundial.timing)."""
+        (a crash before this leaves it to the history Lambda's backstop; sundial.store.payloads)."""
         for job in jobs:
             if job.payload_ref is not None and self._payloads is not None:
                 self._payloads.mark_referenced(job.payload_ref)
@@ -285,8 +281,7 @@ class JobService:
         (store_payload), None for an inline payload."""
         if key is None:
             key = self.new_key(request, now)
-        direct = key.due_ms <= now + DIRECT_WINDOW_MS and not held
-        return Job(
+        job = Job(
             key=key,
             queue=request.queue,
             payload_json="null" if payload_ref is not None else request.payload_json,
@@ -295,12 +290,13 @@ class JobService:
             max_attempts=request.max_attempts or self._default_attempts(request.queue),
             retry=request.retry,
             created_at_ms=now,
-            direct=direct,
             idempotency_key=request.idempotency_key,
             correlation_id=correlation_id,
-            # An unacknowledged direct job (its submit died before claiming it) must not linger.
-            expires_at_s=key.due_ms // 1000 + self._retention_s if direct else None,
         )
+        if place(key.due_ms, now, queue_paused=held).where is Where.SEND:
+            # An unacknowledged direct job (its submit died before claiming it) must not linger.
+            make_direct(job, retention_s=self._retention_s)
+        return job
 
     def new_key(self, request: SubmitJob, now: int) -> JobKey:
         """A new job's key: a random shard, its due time, a fresh ULID."""
@@ -472,8 +468,8 @@ class JobService:
         now = self._clock.now_ms()
         key = JobKey.from_job_id(job_id)
         for _ in range(_RESUME_TRIES):
-            due_soon = key.due_ms <= now + DIRECT_WINDOW_MS
-            if due_soon and self._queue_states is not None:
+            soon = due_soon(key.due_ms, now)
+            if soon and self._queue_states is not None:
                 current = self._store.get(key)  # follows a moved job's pointer
                 if current is None:
                     raise JobNotFound(job_id)
@@ -490,7 +486,7 @@ class JobService:
                     # the job changed (answered below from its state).
             # Not following a pointer: `direct` was decided from this key's due time.
             resumed, job = self._store.resume(
-                key, now_ms=now, direct=due_soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
+                key, now_ms=now, direct=soon, stale_before_ms=now - SUBMIT_IN_FLIGHT_MS
             )
             if job is None:
                 # Nothing at `key` but a moved job's pointer (or nothing): find the job. Only
@@ -507,7 +503,7 @@ class JobService:
                 if job.status is Status.PENDING and job.direct:
                     reason = "job is being resumed; retry shortly"
                 raise Conflict(reason, status=job.status)
-            if due_soon and self.dispatch_direct([job], by="resume"):
+            if soon and self.dispatch_direct([job], by="resume"):
                 raise Unavailable(f"job {job.id} could not be handed to SQS; retry the resume")
             return job
         raise Unavailable(f"job {job_id} kept moving while it was being resumed; retry")

@@ -11,10 +11,62 @@ the job is still movable), never leaving zero or two copies. Every move raises t
 message of an older revision (sundial.runs.attempts), so a job already handed to SQS can be
 moved until its first attempt starts, and its old message never runs it.
 
-Where the job lands follows submit's rules (THE OWNER RULE, sundial.timing): due within the
+Where the job lands follows submit's rules (THE OWNER RULE, docs/invariants.md): due within the
 direct window, it is written `direct` and sent here (or, on a paused queue, recorded for the
 queue's catch-up in the same transaction); later, it waits for the sweepers, ahead of every
 cursor. A paused job stays paused at its new time.
+
+MOVES (PATCH /jobs/{id}, POST /jobs/{id}/run-now; sundial.services.moves). A job waiting for its
+first attempt (pending, paused, or queued with attempts = 0) is changed by ONE TransactWriteItems
+built from the job as read (JobStore.move_writes): put the job at its new key (its new due time;
+same shard and ULID), turn its origin (the key its id names) into a pointer to it or update that
+pointer, and delete its previous item; each entry is conditional on what it replaces being as
+read (status, revision, claim token, direct owner, the pointer's target). Every move raises the
+job's `revision`; a message carries the revision it was sent at, and both the consumer's fence
+and the attempt's take (mark_running) refuse a message of another revision. Placement follows
+submit: due within DIRECT_WINDOW, the job is written `direct` and the move sends it (then claims
+it), or, on a paused queue, it is written pending and recorded in the queue's `held` set in the
+same transaction (QueueStateStore.hold_with, by its physical id); later, it is written pending
+beyond now + DIRECT_WINDOW, so above every cursor (the same margin as submit's, the move being
+an API call under SUBMIT_TIMEOUT). What it interleaves with, and why the invariants hold:
+- A sweep's send (under its shard's lease; it writes no job item). The sweep reads the item
+  right before sending: if the move landed first, it finds the old key gone or a pointer (not
+  pending), sends nothing, and the cursor may pass: the job is above every cursor, or direct.
+  If the send came first, the item is still pending, attempts 0: the move goes on and the
+  sweep's message is stale (older revision) at the fence and the take.
+- A consumer's run of the old message. The fence reads the job through the pointer: another
+  revision, skipped. If the move lands between the fence's read and the take, the take's
+  condition (revision) fails: the job never runs from the old message, and a move that answered
+  200 has landed before any run of it. If the take lands first, the job is running and the move
+  is a 409.
+- A cancel, pause or resume by id follows the pointer (one more conditional write at the job's
+  key). Whichever lands first on the job's item wins; the other's condition fails (the move
+  reads again and, for a cancelled job, answers 409; a cancel that finds the old item gone reads
+  the pointer again). A cancel that answered 200 came first, so the move is a 409 and the job
+  never runs.
+- A second move: both are conditional on the revision read; one lands, the other fails and
+  reads again (at most _MOVE_TRIES times, then 409 "retry").
+- A submit's or resume's direct send: a pending, direct job is refused (409 "retry in 30 s")
+  while its sender may be sending; once SUBMIT_IN_FLIGHT old, the move takes it over (its
+  condition includes the direct owner's resumed_at), and a message that sender did send is stale.
+- A crash. Before the transaction: nothing changed. After it, before the send of a due-soon job:
+  the job is pending and direct at its new key, as after a submit that died before its send; the
+  client's repeat (the API answered nothing, or 503) takes it over once SUBMIT_IN_FLIGHT old and
+  sends it. A crash never leaves two items of one job: the transaction is all or nothing.
+- A queue's catch-up: it reads pending jobs by range (a moved job is found at its new key;
+  pointers are not pending) and held ids (physical keys: a job moved again since is gone from
+  that key and struck off; if it was due soon on the paused queue, its move recorded it again).
+- A retry timer of a moved job names the job's origin (its id) and carries its revision.
+Reads by id follow the pointer (a moved job costs one more read); due-range queries leave
+pointers out (a FilterExpression). The pointer has no expiry of its own (a paused or retried job
+lives for any time, and its id must keep working): when DynamoDB's TTL removes the job's item,
+the history Lambda, reading that removal from the stream, deletes the pointer, conditional on
+it still naming that item (a job moved on or back since keeps its pointer). A crash or a failed
+batch repeats the delete (stream retries); a pointer is never deleted while its job's item
+lives, because the item only expires after its job ended and was kept for its retention. The
+job's history keeps every move (at most MAX_MOVES). The same stream reading removes the job's
+idempotency record and its DAG's listing entries (sundial.services.job_retention): neither has
+an expiry of its own, since a job lives any time.
 """
 
 from __future__ import annotations
@@ -25,15 +77,16 @@ from sundial.clock import Clock
 from sundial.errors import Conflict, InvalidInput, JobNotFound, Unavailable
 from sundial.ids import JobKey
 from sundial.model.job import FINISHED, MAX_MOVES, Job, Move, Status
+from sundial.model.placement import Where, place
 from sundial.model.submission import MAX_HORIZON_S, ChangeJob
 from sundial.services.admission import Admission
 from sundial.services.direct import DirectSender
 from sundial.store.jobs import JobStore
 from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import Hold, QueueStateStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
-# A move that loses a race to a write that leaves the job movable (a sweep claiming it, a take
+# A move that loses a race to a write that leaves the job movable (a direct sender marking it queued, a take
 # by a catch-up) reads it again and tries once more, this many times in all.
 _MOVE_TRIES = 3
 # A change with the same body as the job's last change, within this long of it, is a client's
@@ -212,7 +265,7 @@ class JobMover:
         if change.changes_payload:
             payload_json = change.payload_json  # within the queue's limit (_admit)
             # Stored before the move's transaction, tagged unreferenced (as on submit:
-            # sundial.timing); the tags change once the move is written (_swap_payloads).
+            # sundial.store.payloads); the tags change once the move is written (_swap_payloads).
             payload_ref = store_payload(
                 self._payloads,
                 job.queue,
@@ -226,7 +279,8 @@ class JobMover:
         origin = job.origin or job.key
         key = JobKey(shard=job.key.shard, due_ms=due, ulid=job.key.ulid)
         paused = job.status is Status.PAUSED
-        direct = not paused and due <= now + DIRECT_WINDOW_MS
+        # A paused queue's due-soon job is held instead, decided with its write (_write).
+        direct = place(due, now, job_paused=paused).where is Where.SEND
         return dataclasses.replace(
             job,
             key=key,
@@ -257,7 +311,7 @@ class JobMover:
         if held:
             # A paused queue's due-soon job is not sent: it is written pending and recorded for
             # the queue's catch-up, in one transaction that holds only while the queue is paused
-            # (THE OWNER RULE, sundial.timing); by its physical key, which the catch-up takes.
+            # (THE OWNER RULE, docs/invariants.md); by its physical key, which the catch-up takes.
             assert self._queue_states is not None
             waiting = dataclasses.replace(
                 moved, direct=False, resumed_at_ms=None, expires_at_s=None

@@ -1,5 +1,14 @@
 """Pausing and resuming a whole queue (GET/POST /queues/{queue}...), and the catch-up a resume
-runs. The rules, and why they lose nothing, are in sundial.store.queue_states."""
+runs. The rules, and why they lose nothing, are in sundial.store.queue_states.
+
+Interleavings of a catch-up. A queue's catch-up (a resume, or a sweeper finishing one) takes each
+held job (`direct`, a conditional write) before sending it. Two overlapping catch-ups: the second
+leaves a job the first took less than CATCH_UP_STALE ago (services.queues) and keeps it on the
+`held` list, so it is sent once; only a job sent, gone or finished is struck off. Likewise a shard
+of the catch-up range is struck off only when none of its jobs is left taken by another caller that
+has not sent it (Released.busy): that caller may have died (a resume that crashed after its take),
+and the next pass takes the job once the take is SUBMIT_IN_FLIGHT old.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +19,18 @@ from sundial.clock import Clock
 from sundial.errors import QueueNotFound
 from sundial.ids import JobKey, due_sk_bound, shard_pk
 from sundial.model.job import Job, Status
+from sundial.model.placement import window_end
 from sundial.services.release import Releaser
 from sundial.store.dead_letters import DeadLetterStore
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueState, QueueStateStore
 from sundial.store.sweeps import SweepStore
-from sundial.timing import DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
+from sundial.timing import SWEEP_MARGIN_MS
 from sundial.transport.depths import QueueDepth, QueueDepths
 
 # A submit may read the clock a little before the pause lands (clocks of different Lambdas
 # agree to well within this); jobs due from this long before the pause are caught up.
-CLOCK_MARGIN_MS = DIRECT_WINDOW_MS - SWEEP_LOOKAHEAD_MS
+CLOCK_MARGIN_MS = SWEEP_MARGIN_MS
 # A resume's own catch-up runs this long at most inside the API call (API Gateway allows an
 # integration 30 s); the sweepers finish the rest, once the catch-up is this old.
 CATCH_UP_BUDGET_MS = 20_000
@@ -211,7 +221,7 @@ class QueueControl:
                 queue,
                 now_ms=now,
                 catch_from=catch_from,
-                catch_to=due_sk_bound(now + DIRECT_WINDOW_MS, upper=True),
+                catch_to=due_sk_bound(window_end(now), upper=True),
                 shards=self._shards(),
             )
         if state.paused or not state.catching_up:

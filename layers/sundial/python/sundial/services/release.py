@@ -6,6 +6,12 @@ cannot claim it too), advance its schedule if it is an occurrence (services.chai
 it (services.direct). A schedule's successors that are due within the window too are released
 the same way, one after another. A job of a paused queue is left pending and recorded for that
 queue's catch-up instead.
+
+Interleavings. A call that took due-soon jobs to send them itself (a job resume, a schedule create
+or resume) and died before sending leaves them `direct` below the cursor: no sweep takes them. The
+client's repeat of that call (the API asks for it: no answer, 503) finishes the work once
+SUBMIT_IN_FLIGHT has passed: a job resume resumes a stale direct job again; a schedule's create or
+resume sends every fired occurrence still pending in the window (ScheduleService._unsent).
 """
 
 from __future__ import annotations
@@ -13,14 +19,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from sundial.clock import Clock
 from sundial.model.job import Job, Status
+from sundial.model.placement import Where, place
 from sundial.services.chain import Action, OccurrenceChain
 from sundial.services.direct import DirectSender
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import Hold, QueueStateStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
 
 @dataclass(slots=True)
@@ -60,9 +68,12 @@ class Releaser:
         to_send: list[Job] = []
         while work:
             job, is_owned = work.popleft()
-            if job.due_ms > now + DIRECT_WINDOW_MS:
+            where = place(
+                job.due_ms, now, queue_paused=partial(self._queue_paused, job.queue, paused)
+            ).where
+            if where is Where.SWEEP:
                 continue  # far enough ahead for the sweeper
-            if self._queue_paused(job.queue, paused):
+            if where is Where.HOLD:
                 hold = self._hold(job, owned=is_owned)
                 if hold is Hold.HELD:
                     result.held.append(job)

@@ -35,6 +35,7 @@ from sundial.errors import (
 )
 from sundial.ids import JobKey
 from sundial.model.job import Job, Status
+from sundial.model.placement import due_soon, make_direct
 from sundial.model.schedule import (
     CreateSchedule,
     Misfire,
@@ -54,7 +55,7 @@ from sundial.services.cursors import decode_cursor, encode_cursor
 from sundial.services.release import Releaser
 from sundial.store.jobs import JobStore
 from sundial.store.schedules import Parked, Revised, ScheduleStore
-from sundial.timing import DIRECT_WINDOW_MS, SUBMIT_IN_FLIGHT_MS
+from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
 _RUN_PAGE = 100
 _FIRST_RECORDS = 4
@@ -205,9 +206,8 @@ class ScheduleService:
         # schedule without its chain. A first occurrence due within the direct window is this
         # call's to send (direct: no sweeper claims it; the cursor may have passed it).
         head = self._occurrence(schedule, first, now)
-        head.direct = head.due_ms <= now + DIRECT_WINDOW_MS
-        if head.direct:
-            head.resumed_at_ms = now  # taken by this call: another may take it over once stale
+        if due_soon(head.due_ms, now):
+            make_direct(head, taken_at_ms=now)  # another call may take it over once stale
         self._admit(schedule, first, now)  # 429 or 413 before anything is written
         earlier = self._schedules.create(schedule, self._store.new_job_write(head))
         if earlier is not None:
@@ -278,7 +278,7 @@ class ScheduleService:
         head = self._head(schedule)
         if head is None or head.status is not Status.PENDING:
             return
-        if head.due_ms > now + DIRECT_WINDOW_MS:
+        if not due_soon(head.due_ms, now):
             return  # ahead of every sweep cursor: the sweeper takes it
         if head.direct and now - head.created_at_ms < SUBMIT_IN_FLIGHT_MS:
             raise Conflict("a request for this schedule is in progress; retry shortly")
@@ -445,7 +445,7 @@ class ScheduleService:
     # -- update ------------------------------------------------------------------------------
 
     def update(self, schedule_id: str, request: UpdateSchedule) -> UpdatedSchedule:
-        """New settings from the next undecided occurrence on (sundial.timing: "An update").
+        """New settings from the next undecided occurrence on (services.chain: "An update").
 
         The head H (the one occurrence nothing has decided: no run record) is replaced in one
         transaction with the new settings: H's record says "replaced" and names the new
@@ -526,9 +526,8 @@ class ScheduleService:
             raise InvalidInput(field, "the schedule would have no occurrence from now on")
         updated.first_at_ms = first
         new_head = self._occurrence(updated, first, now)
-        new_head.direct = first <= now + DIRECT_WINDOW_MS
-        if new_head.direct:
-            new_head.resumed_at_ms = now  # taken by this call: a repeat takes it over once stale
+        if due_soon(first, now):
+            make_direct(new_head, taken_at_ms=now)  # a repeat takes it over once stale
         expires = now // 1000 + self._retention_s
         if head is not None:
             if head.status not in _REPLACEABLE:
@@ -646,7 +645,7 @@ class ScheduleService:
             head.due_ms
             if head is not None
             and head.status in (Status.PAUSED, Status.PENDING)
-            and head.due_ms <= now + DIRECT_WINDOW_MS
+            and due_soon(head.due_ms, now)
             else None
         )
         self._admit(schedule, first, now, sent_again=len(paused.ahead))
@@ -688,7 +687,7 @@ class ScheduleService:
             if (resumed := self._resume(job.key, now, direct=True)) is not None
         ]
         if head is not None and head.status is Status.PAUSED:
-            direct = head.due_ms <= now + DIRECT_WINDOW_MS
+            direct = due_soon(head.due_ms, now)
             resumed_head = self._resume(head.key, now, direct=direct)
             if resumed_head is not None and direct:
                 owned.append(resumed_head)

@@ -29,7 +29,23 @@ The take also removes the item's expiry: a direct job carries one until its send
 follow-up write, and when the consumer's take lands first that write is refused (the job is no
 longer pending), so without this a job retried for weeks kept the expiry of a job that would
 never run again, and DynamoDB's TTL deleted it while it was still being retried. The job's end
-sets the expiry it keeps (record_attempt)."""
+sets the expiry it keeps (record_attempt).
+
+Interleavings:
+- The consumer takes the attempt (-> running, conditional on the attempt) before it calls
+  the function, and a cancel is conditional on the job not running. The two writes are
+  serialised on the job's item: a cancel that answered 200 came first, and the take then fails
+  (the function never runs); a take that came first makes the cancel a 409 (running).
+- THE ATTEMPT'S HOLDER (sundial.store.attempts). The take records one holder (a random token)
+  and until when it is provably alive (a Lambda's deadline, a worker's lease). Two deliveries
+  of one attempt (two messages, or one delivered again) race on the take: one sets the holder,
+  the other's condition fails (it is turned away as busy); a take-over needs the holder's
+  lease past by CLOCK_SKEW_MS, and only the holder ends or extends the attempt, so a holder
+  that lost its attempt (its lease ran out) writes nothing. A redrive's mark_dead is bound to
+  the same rule (a live holder's attempt is never killed by a second message's letter), and to
+  the letter's revision: a move or a retry by id raises the revision, so what was sent before
+  them is stale for the fence, the take and the redrive alike.
+"""
 
 from __future__ import annotations
 

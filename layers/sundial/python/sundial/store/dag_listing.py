@@ -5,7 +5,17 @@ its own (a DAG paused or retried lives any time): it is deleted once the last of
 on its queue has expired (sundial.services.job_retention). Entries written before that carry
 an expiry of due time + twice the retention. A DAG is the nodes themselves (store.dag_nodes);
 the index only says which DAGs a queue has, so no node's write (a release, a count, a cancel)
-touches it."""
+touches it.
+
+Interleavings. A queue's DAG listing (GET /dags?queue=, store.dag_listing): a DAG's entries (one
+per queue it uses) are written by its submit before any node, with a plain put of a fixed key (a
+repeat writes the same item). A crash after them and before the nodes leaves entries with no nodes,
+which a listing passes over (it reads each DAG's nodes) and which expire; a crash after some nodes
+leaves a DAG that GET /dags/{id} shows too, and the listing shows it the same. No node write
+(release, count, cancel, pause, resume) touches an entry, and a DAG is never deleted (its entries
+expire after its nodes), so the listing interleaves with the DAG's progress without any rule. The
+backfill puts an entry only if absent.
+"""
 
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from sundial.model.job import (
     Job,
     Status,
 )
-from sundial.timing import CLOCK_SKEW_MS, DIRECT_WINDOW_MS, SWEEP_LOOKAHEAD_MS
+from sundial.model.placement import due_soon
+from sundial.timing import CLOCK_SKEW_MS, SWEEP_LOOKAHEAD_MS
 
 if TYPE_CHECKING:
     pass
@@ -42,7 +43,7 @@ _CANCELLABLE_VALUES = {f":c{i}": {"S": str(s)} for i, s in enumerate(sorted(CANC
 
 class UnsafeWrite(RuntimeError):
     """A write that would leave a due-soon pending job that nobody owns: a sweep may already
-    have passed its due time, so nothing would ever send it (THE CURSOR RULE, sundial.timing).
+    have passed its due time, so nothing would ever send it (THE OWNER RULE, docs/invariants.md).
     Raised before anything is written; it is a bug in the calling path, never a user error."""
 
 
@@ -52,8 +53,7 @@ def check_owned(job: Job, now_ms: int) -> None:
     (a retry timer carries its job's `created_at`, and a slow call reaches its write late). A
     paused queue's due-soon job is written with its queue's `held` record in one transaction
     instead (QueueStateStore.hold_with), never through here."""
-    due_soon = job.due_ms <= now_ms + DIRECT_WINDOW_MS
-    if job.status is Status.PENDING and due_soon and not job.direct:
+    if job.status is Status.PENDING and due_soon(job.due_ms, now_ms) and not job.direct:
         raise UnsafeWrite(f"job {job.id} is due within the direct window but nobody sends it")
 
 

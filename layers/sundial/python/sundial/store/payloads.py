@@ -2,8 +2,37 @@
 (sundial.model.payloads).
 
 A put comes before the DynamoDB write of the job that references it, tagged unreferenced; the
-tag turns referenced after that write (sundial.timing, "A PAYLOAD IN S3"); a get checks the
+tag turns referenced after that write ("A PAYLOAD IN S3" below); a get checks the
 object's bytes against the reference's sha256.
+
+A PAYLOAD IN S3 (sundial.model.payloads, sundial.store.payloads). A submit (POST /jobs, batch, an
+idempotent repeat that writes the job again) and a move with a new payload (PATCH /jobs/{id})
+whose payload goes to S3 write the object FIRST, under its job's own key
+(payloads/<queue>/<job ULID>/<sha256>), tagged unreferenced; then the job's DynamoDB write(s)
+exactly as before, carrying the reference; then the tag turns referenced (a move also tags the
+payload it replaced unreferenced). The bucket's lifecycle expires only unreferenced objects,
+UNREFERENCED_DAYS after their write; the object of a live job is never expired, whatever its
+age (a pause has no limit). Interleavings:
+- A crash between the put and the job's write leaves an unreferenced object no job references
+  (an idempotent repeat stores nothing: it finds the first request's record first). The
+  reverse order could leave a job whose payload never arrives; this one cannot.
+- A crash between the job's write and the tag leaves a job whose object is still tagged
+  unreferenced: the history Lambda, reading the job's insert from the table's stream, tags it
+  referenced (sundial.services.job_retention.written), within the stream's retention and
+  long before UNREFERENCED_DAYS. A move's crash before tagging the replaced object keeps it
+  (a leak, never a loss).
+- Every other sequence (sweeps and their claims, direct sends, pauses, cancels, moves of the
+  time, the attempt's writes, retries and timers, dead-letter replays, catch-ups) reads and
+  writes the job item only and copies the reference as it is; none writes or deletes an
+  object. An object belongs to one job, so nothing another job does can change or take it.
+- The object goes when its job's item expires (DynamoDB's TTL, a retention after the job
+  ended): the history Lambda reads the removal and deletes it (sundial.services.job_retention);
+  a retry timer's removal takes nothing (it references its job's object). Objects of the older,
+  content-addressed form (payloads/<queue>/<sha256>, possibly shared) are never deleted.
+- The consumer (or a worker, through the lease's presigned URL) reads the object the job ITEM
+  references, after the fence and before the function; a missing or altered object fails the
+  attempt without a retry (the job goes dead, its envelope to the DLQ), an S3 outage fails the
+  delivery (SQS redelivers).
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class QueueStateStore(TableAdapter):
         ids in its `held` set. So a due-soon job of a paused queue is never left pending below
         a cursor unseen: either the queue's resume (which flips `paused` first, then reads
         `held` and its catch-up range) sees it, or the transaction fails and the caller, the
-        queue now running, sends the job itself (THE CURSOR RULE, sundial.timing).
+        queue now running, sends the job itself (THE OWNER RULE, docs/invariants.md).
 
         A brand-new job needs no record: it is due no earlier than its submit, so inside the
         range every catch-up reads (from the lowest cursor at the pause). A resumed job or a

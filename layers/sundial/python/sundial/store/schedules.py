@@ -249,7 +249,7 @@ class ScheduleStore(TableAdapter):
     def park_all(self, schedule_id: str, occurrence_writes: Sequence[Item]) -> Parked:
         """Park many occurrences of a paused schedule (JobStore.park_write entries), up to
         PARKS_PER_TRANSACTION in each transaction with the check that the schedule is still
-        paused (the rules of `park`, per transaction; sundial.timing, "Parking"). An occurrence
+        paused (the rules of `park`, per transaction; services.chain, "Parking"). An occurrence
         whose park fails (it was taken, cancelled or removed meanwhile) is left out and the
         others are written again. NOT_PAUSED when a resume landed first: the transactions
         before it stay written (that resume reads them after its own write and releases them),

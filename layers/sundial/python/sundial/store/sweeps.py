@@ -67,7 +67,7 @@ from sundial.store.table import (
     str_attr,
     transact,
 )
-from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
+from sundial.timing import SWEEP_LEASE_MS
 
 CURSOR_SK = "cursor"
 
@@ -77,8 +77,6 @@ class QueueResumed(Exception):
     cursor: the cursor stays where it was (SweepStore.advance_cursor)."""
 
 
-# A shard's lease: past the sweeper's hard timeout by more than the clocks' skew (module doc).
-SWEEP_LEASE_MS = SWEEPER_TIMEOUT_MS + CLOCK_SKEW_MS + 1_000
 # Sort keys kept in `sent` (about 40 bytes each): a release writes at most ~40 KB.
 SENT_MAX = 1_000
 

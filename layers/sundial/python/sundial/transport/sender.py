@@ -17,23 +17,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.model.job import Job, Priority
+from sundial.model.placement import delay_seconds
 from sundial.transport.envelope import envelope_body
 from sundial.transport.routes import QueueRoutes
 
 if TYPE_CHECKING:
     pass
 
-SQS_MAX_DELAY_S = 900
 SQS_BATCH = 10
 SQS_BATCH_BYTES = 1_048_576  # SendMessageBatch: all bodies of one call together
-
-
-def delay_seconds(due_ms: int, now_ms: int) -> int:
-    """Whole seconds to delay so the message is visible at, never before, the due time."""
-    remaining_ms = due_ms - now_ms
-    if remaining_ms <= 0:
-        return 0
-    return min(SQS_MAX_DELAY_S, -(-remaining_ms // 1000))
 
 
 @dataclass(frozen=True, slots=True)
