@@ -86,8 +86,8 @@ from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import Hold, QueueStateStore
 from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
-# A move that loses a race to a write that leaves the job movable (a direct sender marking it queued, a take
-# by a catch-up) reads it again and tries once more, this many times in all.
+# A move that loses a race to a write that leaves the job movable (a direct sender marking it
+# queued, a take by a catch-up) reads it again and tries once more, this many times in all.
 _MOVE_TRIES = 3
 # A change with the same body as the job's last change, within this long of it, is a client's
 # repeat of that change (a request that got no answer, a 503): it finishes that change instead
