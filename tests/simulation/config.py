@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sundial.retry import RetryPolicy
-from sundial.store.sweeps import SWEEP_LEASE_MS
+from sundial.timing import SWEEP_LEASE_MS
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 QUEUES = ("default", "email")

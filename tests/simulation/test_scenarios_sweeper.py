@@ -18,8 +18,8 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
 from sundial.store.job_items import job_to_item
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import SWEEP_LEASE_MS, ShardSweepState, SweepStore
-from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
+from sundial.store.sweeps import ShardSweepState, SweepStore
+from sundial.timing import CLOCK_SKEW_MS, SWEEP_LEASE_MS, SWEEPER_TIMEOUT_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all

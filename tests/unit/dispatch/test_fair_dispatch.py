@@ -139,7 +139,7 @@ def test_a_capped_flood_is_paced_and_another_queue_is_not_held_back(
     # left over, and the item records where the next sweep reads their queue again
     state = sweeps.read_sweep_states([0])[0]
     assert state.paced == {"default": due + 14 * 64_000}
-    assert state.cursor > quiet.key.sk
+    assert state.cursor is not None and state.cursor > quiet.key.sk
     assert state.deferred == {"default": flood[14].key.sk}
     assert deps.sweeps.read_cursors([0]) == {0: flood[14].key.sk}
 

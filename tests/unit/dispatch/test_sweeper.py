@@ -17,8 +17,8 @@ from sundial.ids import JobKey
 from sundial.model.job import Status
 from sundial.model.submission import SubmitJob
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import SWEEP_LEASE_MS, SweepStore
-from sundial.timing import SWEEP_LOOKAHEAD_MS
+from sundial.store.sweeps import SweepStore
+from sundial.timing import SWEEP_LEASE_MS, SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import receive_all

@@ -30,7 +30,8 @@ from sundial.services.chain import OccurrenceChain, occurrences_at_once
 from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
-from sundial.store.sweeps import SWEEP_LEASE_MS, SweepStore
+from sundial.store.sweeps import SweepStore
+from sundial.timing import SWEEP_LEASE_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.harness import Harness

@@ -3,12 +3,14 @@ job a sweep sent without writing it (sundial.store.attempts), against moto."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ulid import ULID
 
 from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
-from sundial.store.sweeps import SWEEP_LEASE_MS, ShardSweepState
-from sundial.timing import CLOCK_SKEW_MS, SWEEPER_TIMEOUT_MS
+from sundial.store.sweeps import ShardSweepState
+from sundial.timing import CLOCK_SKEW_MS, SWEEP_LEASE_MS, SWEEPER_TIMEOUT_MS
 from sundial.wiring import Dependencies
 
 NOW = 1_795_267_200_000
@@ -93,7 +95,12 @@ def test_the_take_accepts_a_due_pending_job_a_sweep_sent(deps: Dependencies) -> 
     early = _job(NOW + CLOCK_SKEW_MS + 2_000)
     deps.store.put_new([due, early], now_ms=NOW - 3_600_000)
     attempts = deps.attempt_store
-    take = {"attempt": 1, "now_ms": NOW, "runner": "r", "runner_until_ms": NOW + 60_000}
+    take: dict[str, Any] = {
+        "attempt": 1,
+        "now_ms": NOW,
+        "runner": "r",
+        "runner_until_ms": NOW + 60_000,
+    }
     assert attempts.mark_running(due.key, **take)[0]
     # A second message of the same attempt: the job is running, not pending any more
     assert not attempts.mark_running(due.key, **take | {"runner": "r2"})[0]
@@ -106,7 +113,12 @@ def test_a_cancel_or_pause_of_a_sent_job_before_its_take_wins(deps: Dependencies
     deps.store.put_new([cancelled, paused], now_ms=NOW - 3_600_000)
     assert deps.store.cancel(cancelled.key, now_ms=NOW, expires_at_s=1)[0]
     assert deps.store.pause(paused.key, now_ms=NOW)[0]
-    take = {"attempt": 1, "now_ms": NOW, "runner": "r", "runner_until_ms": NOW + 60_000}
+    take: dict[str, Any] = {
+        "attempt": 1,
+        "now_ms": NOW,
+        "runner": "r",
+        "runner_until_ms": NOW + 60_000,
+    }
     assert not deps.attempt_store.mark_running(cancelled.key, **take)[0]
     assert not deps.attempt_store.mark_running(paused.key, **take)[0]
 
@@ -116,7 +128,12 @@ def test_a_take_before_a_direct_senders_follow_up_clears_the_expiry(deps: Depend
     # landed first, so that write is refused: the take itself must not leave the expiry.
     job = _job(NOW + 5_000, direct=True, expires_at_s=NOW // 1000 + 86_400)
     deps.store.put_new([job], now_ms=NOW)
-    take = {"attempt": 1, "now_ms": NOW + 5_000, "runner": "r", "runner_until_ms": NOW + 60_000}
+    take: dict[str, Any] = {
+        "attempt": 1,
+        "now_ms": NOW + 5_000,
+        "runner": "r",
+        "runner_until_ms": NOW + 60_000,
+    }
     assert deps.attempt_store.mark_running(job.key, **take)[0]
     assert not deps.store.claim(job.key, token="submit:x", now_ms=NOW + 5_001, lease_ms=0).won
     current = deps.store.get(job.key)
