@@ -4,6 +4,7 @@ with the manual clock, by hooking the real AWS calls of the sweeper under test."
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from typing import Any
 
@@ -64,18 +65,21 @@ def _arrivals(deps: Dependencies) -> Counter[str]:
 def _refuse(sqs: Any, job_id: str, *, sender_fault: bool = False) -> None:
     """SQS refuses this job's entry in its SendMessageBatch (the entry is withheld from moto
     and reported in Failed, as SQS reports a partial batch failure)."""
-    withheld: list[dict[str, Any]] = []
+    # Each call's hooks run on its own thread (a flush's requests go out together)
+    this_call = threading.local()
 
     def withhold(params: dict[str, Any], **_: Any) -> None:
-        withheld.clear()
+        this_call.withheld = []
         keep: list[dict[str, Any]] = []
         for entry in params["Entries"]:
-            (withheld if json.loads(entry["MessageBody"])["id"] == job_id else keep).append(entry)
+            mine = json.loads(entry["MessageBody"])["id"] == job_id
+            (this_call.withheld if mine else keep).append(entry)
         params["Entries"] = keep
 
     def report_failed(parsed: dict[str, Any], **_: Any) -> None:
         parsed.setdefault("Failed", []).extend(
-            {"Id": e["Id"], "SenderFault": sender_fault, "Code": "InternalError"} for e in withheld
+            {"Id": e["Id"], "SenderFault": sender_fault, "Code": "InternalError"}
+            for e in getattr(this_call, "withheld", [])
         )
 
     sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)

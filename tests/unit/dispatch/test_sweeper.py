@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -156,18 +157,22 @@ def test_partial_send_failure_loses_nothing(deps: Dependencies, clock: ManualClo
     clock.advance(seconds=100)
     sweeper, _, sqs = _sweeper(deps, clock)
     withheld: list[dict[str, Any]] = []
-    in_this_call: list[dict[str, Any]] = []
+    # A flush's requests go out together on the sweeper's pool: each call's hooks run on its
+    # own thread, so what a call withheld is what it reports
+    this_call = threading.local()
+    lock = threading.Lock()
 
     def withhold(params: dict[str, Any], **_: Any) -> None:
-        in_this_call.clear()
-        take = max(0, min(3 - len(withheld), len(params["Entries"]) - 1))
-        in_this_call.extend(params["Entries"][:take])
+        with lock:
+            take = max(0, min(3 - len(withheld), len(params["Entries"]) - 1))
+            this_call.withheld = params["Entries"][:take]
+            withheld.extend(this_call.withheld)
         params["Entries"] = params["Entries"][take:]
-        withheld.extend(in_this_call)
 
     def report_failed(parsed: dict[str, Any], **_: Any) -> None:
         parsed.setdefault("Failed", []).extend(
-            {"Id": e["Id"], "SenderFault": False, "Code": "InternalError"} for e in in_this_call
+            {"Id": e["Id"], "SenderFault": False, "Code": "InternalError"}
+            for e in getattr(this_call, "withheld", [])
         )
 
     sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
