@@ -159,14 +159,22 @@ def _sweeper(jobs: int) -> Callable[[], int]:
             answer["LastEvaluatedKey"] = {**shard_pages[index][-1], "page": {"N": str(index + 1)}}
         return answer
 
-    def claim(request: dict[str, Any]) -> dict[str, Any]:
-        # The claim returns the job as claimed (ReturnValues ALL_NEW): the sweeper sends it.
-        item = by_key.get((request["Key"]["pk"]["S"], request["Key"]["sk"]["S"]))
-        if item is None:
-            return {}  # the shard's sweep cursor
-        return {"Attributes": {**item, "status": {"S": "queued"}}}
+    def batch_get(request: dict[str, Any]) -> dict[str, Any]:
+        # The cursor items (none: never swept), or a batch of jobs read right before their send.
+        [(table, wanted)] = request["RequestItems"].items()
+        found = [by_key.get((k["pk"]["S"], k["sk"]["S"])) for k in wanted["Keys"]]
+        return {"Responses": {table: [item for item in found if item is not None]}}
 
-    _system({("dynamodb", "Query"): query, ("dynamodb", "UpdateItem"): claim})
+    def lease(_request: dict[str, Any]) -> dict[str, Any]:
+        return {}  # a shard's lease taken, or released with its cursor moved
+
+    _system(
+        {
+            ("dynamodb", "Query"): query,
+            ("dynamodb", "BatchGetItem"): batch_get,
+            ("dynamodb", "UpdateItem"): lease,
+        }
+    )
     handler = load_handler("sweeper").handler
 
     def run() -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sundial.retry import RetryPolicy
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.timing import SWEEP_LEASE_MS
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 QUEUES = ("default", "email")
@@ -51,8 +51,8 @@ class Flood:
     def bound_ms(self, faults: Faults) -> int:
         """The quiet queue's lateness bound: a job sent by the submit or a sweep is visible at
         its due second (DelaySeconds rounds up to a whole second). A fault adds at most the
-        lease after a sweep died holding its claim, and the next sweep that takes it over."""
-        return 1000 if not faults.any else CLAIM_LEASE_MS + 2 * 60_000
+        shard's lease after a sweep died holding it, and the next sweep that takes it."""
+        return 1000 if not faults.any else SWEEP_LEASE_MS + 2 * 60_000
 
 
 @dataclass(frozen=True)

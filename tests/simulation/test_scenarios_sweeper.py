@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 from ulid import ULID
 
@@ -18,8 +19,8 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
 from sundial.store.job_items import job_to_item
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import SweepStore
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.store.sweeps import ShardSweepState, SweepStore
+from sundial.timing import CLOCK_SKEW_MS, SWEEP_LEASE_MS, SWEEPER_TIMEOUT_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import WriteMeter, receive_all
@@ -64,18 +65,21 @@ def _arrivals(deps: Dependencies) -> Counter[str]:
 def _refuse(sqs: Any, job_id: str, *, sender_fault: bool = False) -> None:
     """SQS refuses this job's entry in its SendMessageBatch (the entry is withheld from moto
     and reported in Failed, as SQS reports a partial batch failure)."""
-    withheld: list[dict[str, Any]] = []
+    # Each call's hooks run on its own thread (a flush's requests go out together)
+    this_call = threading.local()
 
     def withhold(params: dict[str, Any], **_: Any) -> None:
-        withheld.clear()
+        this_call.withheld = []
         keep: list[dict[str, Any]] = []
         for entry in params["Entries"]:
-            (withheld if json.loads(entry["MessageBody"])["id"] == job_id else keep).append(entry)
+            mine = json.loads(entry["MessageBody"])["id"] == job_id
+            (this_call.withheld if mine else keep).append(entry)
         params["Entries"] = keep
 
     def report_failed(parsed: dict[str, Any], **_: Any) -> None:
         parsed.setdefault("Failed", []).extend(
-            {"Id": e["Id"], "SenderFault": sender_fault, "Code": "InternalError"} for e in withheld
+            {"Id": e["Id"], "SenderFault": sender_fault, "Code": "InternalError"}
+            for e in getattr(this_call, "withheld", [])
         )
 
     sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
@@ -89,36 +93,31 @@ def test_scenario_01_second_sweeper_never_passes_a_job_the_first_could_not_send(
     j1 = _put(deps, clock, shard=0, in_s=300)
     j2 = _put(deps, clock, shard=0, in_s=400)
     a, _, a_sqs = _sweeper(deps, clock)
-    b, b_db, _ = _sweeper(deps, clock)
+    b, _, _ = _sweeper(deps, clock)
     _refuse(a_sqs, j1.id)
-    # And sweeper B reading the range while j1 is still queued by A (between A's send and
-    # A's un-claim), then deciding only after A has finished (un-claim, cursor, done record)
-    b_read, a_finished = threading.Event(), threading.Event()
-
-    def b_reads_then_waits(**_: Any) -> None:
-        b_read.set()
-        assert a_finished.wait(10)
-
-    b_db.meta.events.register("after-call.dynamodb.Query", b_reads_then_waits)
+    # And sweeper B running whole between A's send and A's release (A holds the shard's lease)
     b_reports: list[Any] = []
-    b_thread = threading.Thread(target=lambda: b_reports.append(b.sweep([0])))
 
-    def start_b(**_: Any) -> None:
-        b_thread.start()
-        assert b_read.wait(10)
+    def run_b(**_: Any) -> None:
+        if not b_reports:
+            b_reports.append(b.sweep([0]))
 
-    a_sqs.meta.events.register("after-call.sqs.SendMessageBatch", start_b)
+    a_sqs.meta.events.register("after-call.sqs.SendMessageBatch", run_b)
     # When A sweeps (one refused send), with B's sweep interleaved as above
     a_report = a.sweep([0])
-    a_finished.set()
-    b_thread.join(10)
-    assert a_report.dispatched == 1 and a_report.send_failures == 1 and b_reports
+    assert a_report.dispatched == 1 and a_report.send_failures == 1
+    # Then B left the shard alone (A held it): it neither sent nor moved anything
+    assert b_reports[0].lease_busy == 1 and b_reports[0].dispatched == 0
     assert deps.jobs.get(j1.id).status is Status.PENDING
-    # Then a later sweep still finds j1 (B did not move the cursor past it) and sends it
+    # And A held the cursor at j1, naming j2 as sent above it: a later sweep sends j1 only
+    state = deps.sweeps.read_sweep_states([0])[0]
+    assert state.cursor == j1.key.sk and state.sent == {j2.key.sk} and state.lease is None
     clock.advance(seconds=60)
     later, _, _ = _sweeper(deps, clock)
     assert later.sweep([0]).dispatched == 1
-    assert deps.jobs.get(j1.id).status is Status.QUEUED
+    assert deps.sweeps.as_shown(deps.jobs.get(j1.id), now_ms=clock.now_ms()).status is (
+        Status.QUEUED
+    )
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({j1.id: 1, j2.id: 1})
 
@@ -127,7 +126,7 @@ def test_scenario_05_refused_send_plus_concurrent_cancel_sends_the_rest_once(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     # Given j1 < j2 pending on shard 0, SQS refusing j1, and j1 cancelled by a client
-    # between A's send and A's un-claim (so the un-claim is refused: j1 is no longer queued)
+    # between A's send and A's release (A holds its cursor at j1, naming j2 as sent)
     j1 = _put(deps, clock, shard=0, in_s=300)
     j2 = _put(deps, clock, shard=0, in_s=400)
     a, _, a_sqs = _sweeper(deps, clock)
@@ -135,14 +134,15 @@ def test_scenario_05_refused_send_plus_concurrent_cancel_sends_the_rest_once(
     a_sqs.meta.events.register(
         "after-call.sqs.SendMessageBatch", lambda **_: deps.jobs.cancel(j1.id)
     )
-    # When A sweeps, and later sweeps run, also past the claim lease
+    # When A sweeps, and later sweeps run, also past the lease
     report = a.sweep([0])
     assert report.dispatched == 1 and report.send_failures == 1
     later, _, _ = _sweeper(deps, clock)
     for _ in range(3):
-        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        clock.advance(ms=SWEEP_LEASE_MS + 60_000)
         later.sweep([0])
-    # Then j2 was sent exactly once (not taken over as if A had died), and j1 never
+    # Then j2 was sent exactly once (the later holder skips it: A's release names it), and
+    # j1 never (cancelled, it needs nothing: the cursor passes it)
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({j2.id: 1})
     assert deps.jobs.get(j1.id).status is Status.CANCELLED
@@ -219,7 +219,7 @@ def test_scenario_poison_a_poison_job_affects_that_job_only(
     assert deps.jobs.get(rejected.id).last_error is not None
     # And the cursor passed them: later sweeps, also past the lease, send nothing again
     for _ in range(2):
-        clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+        clock.advance(ms=SWEEP_LEASE_MS + 60_000)
         assert sweeper.sweep([0]).dispatched == 0
     clock.advance(seconds=1000)
     assert _arrivals(deps) == Counter({job.id: 1 for job in healthy})
@@ -251,9 +251,7 @@ def test_scenario_poison_an_error_on_one_shard_never_stops_the_others(
     assert _arrivals(deps) == Counter({job.id: 1 for job in jobs.values()})
 
 
-def test_a_plain_sweep_still_writes_one_claim_per_job(
-    deps: Dependencies, clock: ManualClock
-) -> None:
+def test_a_plain_sweep_writes_no_job_item(deps: Dependencies, clock: ManualClock) -> None:
     # Given 30 plain delayed jobs, and a sweeper whose DynamoDB writes are counted
     for i in range(30):
         _put(deps, clock, shard=i % 3, in_s=100 + i)
@@ -262,9 +260,12 @@ def test_a_plain_sweep_still_writes_one_claim_per_job(
     metered = Dependencies(settings=deps.settings, clock=clock, session=session)
     # When they are swept with no fault
     assert metered.sweeper.sweep([0, 1, 2]).dispatched == 30
-    # Then each cost its claim and nothing more (the cursors are per shard, not per job)
-    assert meter.job_writes() == 30 and meter.requests["claim"] == 30
-    assert meter.requests["done"] == 0
+    # Then no job item was written: each shard cost its lease and its release
+    assert meter.job_writes() == 0 and meter.requests["cursor"] == 2 * 3
+    # And a sweep with nothing due costs no write at all
+    clock.advance(seconds=60)
+    assert metered.sweeper.sweep([0, 1, 2]).dispatched == 0
+    assert meter.requests["cursor"] == 2 * 3
 
 
 def test_scenario_poison_a_shard_holding_only_a_malformed_item_moves_on(
@@ -279,3 +280,48 @@ def test_scenario_poison_a_shard_holding_only_a_malformed_item_moves_on(
     clock.advance(seconds=60)
     report = sweeper.sweep([2])
     assert report.poisoned == 0 and report.errors == 0
+
+
+def test_scenario_lease_two_sweepers_meet_at_the_expiry_of_a_dead_holders_lease(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # Given jobs on shard 0, and sweeper A dying right after taking the shard's lease
+    jobs = [_put(deps, clock, shard=0, in_s=300 + i) for i in range(3)]
+    a, a_db, _ = _sweeper(deps, clock)
+
+    def die_after_lease(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"]["sk"]["S"] == "cursor" and ":c" not in params["ExpressionAttributeValues"]:
+            raise SystemExit("Lambda killed")  # the take's request, never sent
+
+    a_db.meta.events.register("provide-client-params.dynamodb.UpdateItem", die_after_lease)
+    with pytest.raises(SystemExit):
+        a.sweep([0])
+    a_db.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", die_after_lease)
+    # (the kill came before the request: take the lease as A would have)
+    taken_at = clock.now_ms()
+    read = deps.sweeps.read_sweep_states([0]).get(0, ShardSweepState())
+    assert deps.sweeps.take_lease(0, token="sweep:A", now_ms=taken_at, read=read)
+    # When a sweeper whose clock runs CLOCK_SKEW_MS ahead comes while A may still live (A's
+    # Lambda may run SWEEPER_TIMEOUT_MS after its take), it leaves the shard alone
+    ahead = ManualClock(taken_at + SWEEPER_TIMEOUT_MS + CLOCK_SKEW_MS)
+    early, _, _ = _sweeper(deps, ahead)
+    assert early.sweep([0]).lease_busy == 1
+    # And at the expiry, B and C meet: both read the expired lease, C runs whole between B's
+    # read and B's take, and only one of them holds the shard
+    clock.set(taken_at + SWEEP_LEASE_MS + 1)
+    b, b_db, _ = _sweeper(deps, clock)
+    c, _, _ = _sweeper(deps, clock)
+    c_reports: list[Any] = []
+
+    def run_c(**_: Any) -> None:
+        if not c_reports:
+            c_reports.append(c.sweep([0]))
+
+    b_db.meta.events.register("after-call.dynamodb.Query", run_c)
+    b_report = b.sweep([0])
+    assert c_reports[0].dispatched == 3 and b_report.dispatched == 0
+    assert b_report.lease_busy == 1
+    # Then each job was sent once, and the shard is free again
+    assert deps.sweeps.read_sweep_states([0])[0].lease is None
+    clock.advance(seconds=1000)
+    assert _arrivals(deps) == Counter({job.id: 1 for job in jobs})

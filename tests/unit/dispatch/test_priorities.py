@@ -5,6 +5,7 @@ the submit call, and critical and high jobs go to their queue's priority queue i
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from typing import Any
 
@@ -14,7 +15,7 @@ from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.model.job import Priority
 from sundial.model.submission import SubmitJob
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.timing import SWEEP_LEASE_MS
 from sundial.wiring import Dependencies
 from tests.support import receive_all
 
@@ -56,7 +57,7 @@ def test_a_backlog_is_dispatched_highest_priority_first(
     # And the next sweeps send the rest, each once, even after the first sweep's claims
     # expire while the cursor is held below them
     one_shard.sweeper.sweep([0])
-    clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+    clock.advance(ms=SWEEP_LEASE_MS + 60_000)
     one_shard.sweeper.sweep([0])
     clock.advance(seconds=60)
     one_shard.sweeper.sweep([0])
@@ -106,17 +107,20 @@ def test_a_held_cursor_never_resends_what_was_sent(deps: Dependencies, clock: Ma
     clock.advance(seconds=100)
     session = boto3.Session()
     withheld: list[dict[str, object]] = []
-    calls: list[int] = []
+    # A flush's requests go out together on the sweeper's pool: a call's two hooks run on its
+    # own thread, so the call that withheld the entry is the one that reports it
+    this_call = threading.local()
 
     def withhold(params: dict[str, Any], **_: Any) -> None:
-        calls.append(1)
-        if len(calls) == 1:
+        this_call.withheld = None
+        if not withheld:
             withheld.append(params["Entries"][-1])
+            this_call.withheld = params["Entries"][-1]
             params["Entries"] = params["Entries"][:-1]
 
     def report_failed(parsed: dict[str, Any], **_: Any) -> None:
-        if len(calls) == 1:
-            failed = {"Id": withheld[0]["Id"], "SenderFault": False, "Code": "InternalError"}
+        if getattr(this_call, "withheld", None) is not None:
+            failed = {"Id": this_call.withheld["Id"], "SenderFault": False, "Code": "InternalError"}
             parsed.setdefault("Failed", []).append(failed)
 
     session.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
@@ -124,7 +128,7 @@ def test_a_held_cursor_never_resends_what_was_sent(deps: Dependencies, clock: Ma
     sweeper = Dependencies(settings=deps.settings, clock=clock, session=session).sweeper
     report = sweeper.sweep(ALL_SHARDS)
     assert report.send_failures == 1 and report.held_shards
-    # When sweeps go on long past the lease of the claims above the held cursor
+    # When sweeps go on long past the shard's lease, the cursor held below what was sent
     for _ in range(12):
         clock.advance(seconds=60)
         sweeper.sweep(ALL_SHARDS)

@@ -1,4 +1,4 @@
-"""The sweeper against moto: claims, batching, races, partial failures, crashes, catch-up."""
+"""The sweeper against moto: shard leases, batching, races, partial failures, crashes, catch-up."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from sundial.model.job import Status
 from sundial.model.submission import SubmitJob
 from sundial.store.jobs import JobStore
 from sundial.store.sweeps import SweepStore
-from sundial.timing import CLAIM_LEASE_MS, SWEEP_LOOKAHEAD_MS
+from sundial.timing import SWEEP_LEASE_MS, SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.support import receive_all
@@ -52,6 +52,11 @@ def _arrivals(deps: Dependencies) -> Counter[str]:
     )
 
 
+def _shown(deps: Dependencies, clock: ManualClock, job_id: str) -> Status:
+    """The status GET /jobs/{id} shows (store.sweeps.as_shown: `queued` is derived)."""
+    return deps.sweeps.as_shown(deps.jobs.get(job_id), now_ms=clock.now_ms()).status
+
+
 def _sent_batches(sqs: Any) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     sqs.meta.events.register(
@@ -60,7 +65,7 @@ def _sent_batches(sqs: Any) -> list[dict[str, Any]]:
     return calls
 
 
-def test_due_jobs_are_claimed_and_sent_in_batches_of_ten_to_surface_at_their_due_second(
+def test_due_jobs_are_sent_in_batches_of_ten_to_surface_at_their_due_second(
     deps: Dependencies, clock: ManualClock
 ) -> None:
     # Given 25 jobs due 16 to 17 minutes from now (beyond the direct window)
@@ -70,11 +75,13 @@ def test_due_jobs_are_claimed_and_sent_in_batches_of_ten_to_surface_at_their_due
     # When a sweep runs 3 minutes later (all are within its 14-minute lookahead)
     clock.advance(seconds=180)
     report = sweeper.sweep(ALL_SHARDS)
-    # Then each was claimed once and sent, at most 10 per SendMessageBatch
+    # Then each was sent once, at most 10 per SendMessageBatch, its item left pending (the
+    # sweep writes no job) and shown queued (the cursor passed it)
     assert report.dispatched == 25
     assert all(len(call["Entries"]) <= 10 for call in batches)
     assert sum(len(call["Entries"]) for call in batches) == 25
-    assert {deps.jobs.get(i).status for i in ids} == {Status.QUEUED}
+    assert {deps.jobs.get(i).status for i in ids} == {Status.PENDING}
+    assert {_shown(deps, clock, i) for i in ids} == {Status.QUEUED}
     # And DelaySeconds makes each visible at its due second: none early, all within 1 s
     for second in range(960 - 180, 960 - 180 + 50):
         clock.set(clock.now_ms() // 1000 * 1000 + 1)  # just after a whole second
@@ -84,14 +91,14 @@ def test_due_jobs_are_claimed_and_sent_in_batches_of_ten_to_surface_at_their_due
             assert due_ms <= clock.now_ms() < due_ms + 1000 + 1, job_id
         clock.advance(seconds=1)
         del second
-    assert all(deps.jobs.get(i).status is Status.QUEUED for i in ids)
+    assert all(_shown(deps, clock, i) is Status.QUEUED for i in ids)
 
 
 def test_jobs_beyond_the_lookahead_wait(deps: Dependencies, clock: ManualClock) -> None:
     [job_id] = _submit(deps, 1, lambda _: 3600)
     sweeper, _, _ = _sweeper(deps, clock)
     assert sweeper.sweep(ALL_SHARDS).dispatched == 0
-    assert deps.jobs.get(job_id).status is Status.PENDING
+    assert _shown(deps, clock, job_id) is Status.PENDING
     clock.advance(ms=3_600_000 - SWEEP_LOOKAHEAD_MS)
     assert sweeper.sweep(ALL_SHARDS).dispatched == 1
 
@@ -103,7 +110,7 @@ def test_resweeping_is_harmless(deps: Dependencies, clock: ManualClock) -> None:
     assert sweeper.sweep(ALL_SHARDS).dispatched == 30
     # When the same sweep is invoked again (a retried async invoke), and after the lease
     assert sweeper.sweep(ALL_SHARDS).dispatched == 0
-    clock.advance(ms=CLAIM_LEASE_MS + 1)
+    clock.advance(ms=SWEEP_LEASE_MS + 1)
     assert sweeper.sweep(ALL_SHARDS).dispatched == 0
     clock.advance(seconds=1200)
     assert sum(_arrivals(deps).values()) == 30
@@ -121,7 +128,7 @@ def test_two_sweepers_racing_on_one_shard_send_each_job_once(
     first, first_db, first_sqs = _sweeper(deps, clock)
     second, _, _ = _sweeper(deps, clock)
     # When the second sweeper runs completely in the middle of the first one's work
-    # (after its read, or between its claims and its send)
+    # (after its first read, or holding its leases, before its send)
     ran: list[int] = []
 
     def run_second(**_: Any) -> None:
@@ -131,10 +138,11 @@ def test_two_sweepers_racing_on_one_shard_send_each_job_once(
     client = first_db if "dynamodb" in interleave_at else first_sqs
     client.meta.events.register(interleave_at, run_second)
     first_report = first.sweep(ALL_SHARDS)
-    # Then between them every job was dispatched exactly once
+    # Then between them every job was dispatched exactly once: a lease is taken only on the
+    # cursor item as read, and never from a live holder
     assert ran and first_report.dispatched + ran[0] == 40
     # And later sweeps, even past the claim lease, send nothing again
-    clock.advance(ms=CLAIM_LEASE_MS + 60_000)
+    clock.advance(ms=SWEEP_LEASE_MS + 60_000)
     assert first.sweep(ALL_SHARDS).dispatched == 0
     clock.advance(seconds=1000)
     arrivals = _arrivals(deps)
@@ -149,18 +157,22 @@ def test_partial_send_failure_loses_nothing(deps: Dependencies, clock: ManualClo
     clock.advance(seconds=100)
     sweeper, _, sqs = _sweeper(deps, clock)
     withheld: list[dict[str, Any]] = []
-    in_this_call: list[dict[str, Any]] = []
+    # A flush's requests go out together on the sweeper's pool: each call's hooks run on its
+    # own thread, so what a call withheld is what it reports
+    this_call = threading.local()
+    lock = threading.Lock()
 
     def withhold(params: dict[str, Any], **_: Any) -> None:
-        in_this_call.clear()
-        if len(withheld) < 3:
-            in_this_call.append(params["Entries"][0])
-            params["Entries"] = params["Entries"][1:]
-            withheld.extend(in_this_call)
+        with lock:
+            take = max(0, min(3 - len(withheld), len(params["Entries"]) - 1))
+            this_call.withheld = params["Entries"][:take]
+            withheld.extend(this_call.withheld)
+        params["Entries"] = params["Entries"][take:]
 
     def report_failed(parsed: dict[str, Any], **_: Any) -> None:
         parsed.setdefault("Failed", []).extend(
-            {"Id": e["Id"], "SenderFault": False, "Code": "InternalError"} for e in in_this_call
+            {"Id": e["Id"], "SenderFault": False, "Code": "InternalError"}
+            for e in getattr(this_call, "withheld", [])
         )
 
     sqs.meta.events.register("provide-client-params.sqs.SendMessageBatch", withhold)
@@ -199,35 +211,43 @@ def test_sqs_down_for_a_whole_sweep_loses_nothing(deps: Dependencies, clock: Man
     assert set(_arrivals(deps)) == set(ids)
 
 
-def test_a_sweeper_that_dies_between_claim_and_send_is_taken_over_after_its_lease(
-    deps: Dependencies, clock: ManualClock
+@pytest.mark.parametrize("dies", ["before-send", "before-release"])
+def test_a_sweeper_that_dies_holding_leases_is_followed_after_its_lease(
+    deps: Dependencies, clock: ManualClock, dies: str
 ) -> None:
-    # Given a sweeper that dies after claiming, before sending
+    # Given a sweeper that dies holding its shards' leases, before its first send or after
+    # its sends and before its release
     ids = _submit(deps, 15, lambda i: 905 + i)
     clock.advance(seconds=100)
-    doomed, _, doomed_sqs = _sweeper(deps, clock)
+    doomed, doomed_db, doomed_sqs = _sweeper(deps, clock)
 
-    def die(**_: Any) -> None:
-        raise SystemExit("Lambda killed")
+    def die(params: dict[str, Any] | None = None, **_: Any) -> None:
+        if dies == "before-send" or ":c" in (params or {}).get("ExpressionAttributeValues", {}):
+            raise SystemExit("Lambda killed")
 
-    doomed_sqs.meta.events.register("before-call.sqs.SendMessageBatch", die)
+    if dies == "before-send":
+        doomed_sqs.meta.events.register("before-call.sqs.SendMessageBatch", die)
+    else:
+        doomed_db.meta.events.register("provide-client-params.dynamodb.UpdateItem", die)
     with pytest.raises(SystemExit):
         doomed.sweep(ALL_SHARDS)
-    stranded = [i for i in ids if deps.jobs.get(i).status is Status.QUEUED]
-    assert stranded  # claimed, never sent (the other shards were not reached)
-    # When another sweep runs while the dead claim's lease is still live, it waits
+    # When another sweep runs while the leases are live, it leaves those shards alone
     healthy, _, _ = _sweeper(deps, clock)
-    clock.advance(seconds=60)
-    assert healthy.sweep(ALL_SHARDS).dispatched == len(ids) - len(stranded)
-    # And after the lease expires, the jobs are taken over and sent, once
-    clock.advance(ms=CLAIM_LEASE_MS)
+    clock.advance(seconds=30)
+    assert healthy.sweep(ALL_SHARDS).lease_busy >= 1
+    # And once they expire, the next holder sends from the cursor the dead one left
+    clock.advance(ms=SWEEP_LEASE_MS)
     report = healthy.sweep(ALL_SHARDS)
-    assert report.dispatched == report.taken_over == len(stranded)
     clock.advance(seconds=100)
     assert healthy.sweep(ALL_SHARDS).dispatched == 0
-    clock.advance(seconds=600)
+    clock.advance(seconds=1000)
     arrivals = _arrivals(deps)
-    assert set(arrivals) == set(ids) and set(arrivals.values()) == {1}
+    assert set(arrivals) == set(ids)
+    # Each job was sent once; after a lost release, twice: the next holder sends again what
+    # the dead one sent, a duplicate the consumer's take makes a no-op (store.attempts)
+    assert report.dispatched == len(ids)
+    # (the sweeper sends every shard's messages before it releases any shard)
+    assert set(arrivals.values()) == ({1} if dies == "before-send" else {2})
 
 
 def test_a_sweeper_down_for_an_hour_catches_up(deps: Dependencies, clock: ManualClock) -> None:
@@ -287,84 +307,57 @@ def test_cancelled_pending_jobs_are_never_sent(deps: Dependencies, clock: Manual
     assert set(_arrivals(deps)) == set(ids[4:])
 
 
-class _ClaimsMeetStore(JobStore):
-    """A JobStore whose first `parties` claims wait for each other before going to DynamoDB:
-    they can only all get through if they are in flight at the same time."""
-
-    def __init__(self, client: Any, table: str, parties: int) -> None:
-        super().__init__(client, table)
-        self._parties = parties
-        self._meet = threading.Barrier(parties, timeout=10)
-        self._lock = threading.Lock()
-        self.claims = 0
-
-    def claim(self, key: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            self.claims += 1
-            meets = self.claims <= self._parties
-        if meets:
-            self._meet.wait()
-        return super().claim(key, **kwargs)
-
-
-def test_claims_are_made_concurrently_and_each_job_is_still_sent_once(
+def test_a_sweep_writes_no_job_item_and_two_writes_per_shard(
     deps: Dependencies, clock: ManualClock
 ) -> None:
-    # Given 40 due jobs over 8 shards (so one shard has at least 5), and a sweeper that claims
-    # 4 at a time
+    # Given 40 due jobs over 8 shards
     ids = _submit(deps, 40, lambda i: 905 + i)
-    by_shard = Counter(JobKey.from_job_id(i).shard for i in ids)
-    busiest = max(by_shard, key=lambda shard: by_shard[shard])
-    ids = [i for i in ids if JobKey.from_job_id(i).shard == busiest]
     clock.advance(seconds=200)  # every job within the lookahead
-    store = _ClaimsMeetStore(boto3.client("dynamodb"), deps.settings.table_name, parties=4)
-    sweeper = Sweeper(
-        store=store,
-        sweeps=deps.sweeps,
-        sender=QueueSender(boto3.client("sqs"), deps.settings.queue_urls),
-        clock=clock,
-        claim_concurrency=4,
+    sweeper, dynamodb, _ = _sweeper(deps, clock)
+    writes: list[str] = []
+    dynamodb.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem",
+        lambda params, **_: writes.append(params["Key"]["sk"]["S"]),
     )
-    # When it sweeps that shard (the first 4 claims only proceed once all 4 are in flight)
-    report = sweeper.sweep([busiest])
-    # Then every job was claimed once and sent once
-    assert report.dispatched == store.claims == len(ids) >= 5
+    # When it sweeps
+    report = sweeper.sweep(ALL_SHARDS)
+    # Then every job was sent, and the only writes were each shard's lease and its release
+    assert report.dispatched == 40
+    shards = {JobKey.from_job_id(i).shard for i in ids}
+    assert writes == ["cursor"] * (2 * len(shards))
+    # And a sweep finding nothing due writes nothing
+    writes.clear()
+    clock.advance(seconds=60)
+    assert sweeper.sweep(ALL_SHARDS).dispatched == 0 and writes == []
     clock.advance(seconds=1000)
     arrivals = _arrivals(deps)
     assert set(arrivals) == set(ids) and set(arrivals.values()) == {1}
 
 
-def test_a_claim_failing_amid_concurrent_claims_loses_nothing(
-    deps: Dependencies, clock: ManualClock
-) -> None:
-    # Given 40 due jobs, and DynamoDB failing the 5th claim (after botocore's own retries)
+def test_a_failed_read_of_a_batch_loses_nothing(deps: Dependencies, clock: ManualClock) -> None:
+    # Given 40 due jobs, and DynamoDB failing the first read of jobs' items to send (after
+    # botocore's own retries)
     ids = _submit(deps, 40, lambda i: 905 + i)
     clock.advance(seconds=100)
     sweeper, dynamodb, _ = _sweeper(deps, clock)
-    lock, claims = threading.Lock(), [0]
+    failures = [0]
 
-    def fail_fifth_claim(params: dict[str, Any], **_: Any) -> None:
-        if ":token" not in params.get("ExpressionAttributeValues", {}):
-            return  # not a claim
-        with lock:
-            claims[0] += 1
-            fifth = claims[0] == 5
-        if fifth:
+    def fail_first_read(params: dict[str, Any], **_: Any) -> None:
+        keys = next(iter(params["RequestItems"].values()))["Keys"]
+        if keys[0]["sk"]["S"] != "cursor" and not failures[0]:
+            failures[0] += 1
             raise ClientError(
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
-                "UpdateItem",
+                "BatchGetItem",
             )
 
-    dynamodb.meta.events.register("provide-client-params.dynamodb.UpdateItem", fail_fifth_claim)
-    # When the sweep meets that error, it affects that job only: the rest are sent
+    dynamodb.meta.events.register("provide-client-params.dynamodb.BatchGetItem", fail_first_read)
+    # When the sweep meets that error, it affects that shard's batch only: the rest are sent
     report = sweeper.sweep(ALL_SHARDS)
-    assert report.errors == 1 and report.dispatched == report.seen - 1
-    assert not report.failed_shards
-    dynamodb.meta.events.unregister("provide-client-params.dynamodb.UpdateItem", fail_fifth_claim)
-    # Then later sweeps send every job exactly once: the failed claim's job at the next tick
+    assert report.errors == 1 and 0 < report.dispatched < report.seen
+    assert not report.failed_shards and report.held_shards
+    # Then later sweeps send every job exactly once: the held batch at the next tick
     clock.advance(seconds=60)
-    sweeper.sweep(ALL_SHARDS)
-    clock.advance(ms=CLAIM_LEASE_MS)
     sweeper.sweep(ALL_SHARDS)
     clock.advance(seconds=1000)
     arrivals = _arrivals(deps)

@@ -43,10 +43,10 @@ def test_a_delayed_job_succeeds_with_its_result(deps: Dependencies, clock: Manua
 
 
 def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
-    """Write units per path. The BRIEF's target is 2; it was 3 and is now 4: the consumer takes
-    the attempt
-    (queued -> running) before calling the function, so a cancel that answered 200 never
-    runs (issue 12); that write is the fourth."""
+    """Write units per path. The BRIEF's target is 2; it is 3: the put, the consumer's take
+    (-> running, before calling the function, so a cancel that answered 200 never runs: issue
+    12) and the end. The sweep's per-job claim is gone: it sends under its shard's lease
+    (issue 27; store.sweeps)."""
     outcomes = iter([RuntimeError("flaky"), None])
 
     def sometimes_fails(job: Envelope) -> None:
@@ -56,7 +56,7 @@ def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
 
     harness = Harness(deps, clock, sometimes_fails)
     deps = _with_session(deps, clock, harness.session)
-    # Success first time: put + claim + running + succeeded
+    # Success first time: put + running + succeeded
     start = _job_writes(harness)
     ok = deps.jobs.submit(SubmitJob(queue="default", delay_seconds=3600)).job.id
     clock.advance(seconds=3000)
@@ -66,7 +66,7 @@ def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
     outcomes = iter([None])
     harness.poll()
     success_writes = _job_writes(harness) - start
-    # One retry: put + claim + (running + failed) + (running + succeeded); the retry travels
+    # One retry: put + (running + failed) + (running + succeeded); the retry travels
     # as an SQS message
     outcomes = iter([RuntimeError("flaky"), None])
     start = _job_writes(harness)
@@ -89,7 +89,7 @@ def test_write_units_per_path(deps: Dependencies, clock: ManualClock) -> None:
     )
     assert deps.jobs.get(ok).status is Status.SUCCEEDED
     assert deps.jobs.get(retried).status is Status.SUCCEEDED
-    assert (success_writes, retry_writes, cancel_writes) == (4, 6, 2)
+    assert (success_writes, retry_writes, cancel_writes) == (3, 5, 2)
 
 
 def _job_writes(harness: Harness) -> int:

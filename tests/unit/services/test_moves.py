@@ -154,10 +154,12 @@ def test_a_queued_jobs_old_message_is_skipped_and_it_runs_once_at_its_new_time(
 ) -> None:
     harness = Harness(deps, clock, lambda e: None)
     job_id = _submit(deps, HOUR, payload="old")
-    # Given it is claimed and sent by a sweep (visible in 10 minutes)
+    # Given it is sent by a sweep (visible in 10 minutes; its item left pending, shown queued)
     clock.advance(seconds=HOUR - 600)
     assert harness.sweeper.sweep(ALL_SHARDS).dispatched == 1
-    assert deps.jobs.get(job_id).status is Status.QUEUED
+    sent = deps.jobs.get(job_id)
+    assert sent.status is Status.PENDING
+    assert deps.sweeps.as_shown(sent, now_ms=clock.now_ms()).status is Status.QUEUED
     # When it is moved an hour later with a new payload before its message becomes visible
     moved = _change(deps, job_id, delay_seconds=HOUR + 600, payload="new")
     assert moved.status is Status.PENDING and moved.revision == 1

@@ -31,7 +31,7 @@ from sundial.store.jobs import JobStore
 from sundial.store.queue_states import QueueStateStore
 from sundial.store.schedules import ScheduleStore
 from sundial.store.sweeps import SweepStore
-from sundial.timing import CLAIM_LEASE_MS
+from sundial.timing import SWEEP_LEASE_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
 from tests.harness import Harness
@@ -107,10 +107,11 @@ def test_every_minute_for_1000_occurrences_across_sweeper_crashes(
     healthy = _sweeper(deps, clock)
     # When sweeps run every 5 minutes for 1000 minutes, while at three points a sweeper dies:
     # after deciding an occurrence (its run record) but before writing its successor; after
-    # writing the successor but before claiming the occurrence; after claiming, before sending.
+    # writing the successor but before reading the occurrence's item for its send (holding the
+    # shard's lease); before sending.
     crashes = {
         60: ("dynamodb.PutItem", lambda p: "schedule_id" in p["Item"]),
-        100: ("dynamodb.UpdateItem", lambda p: ":token" in p["ExpressionAttributeValues"]),
+        100: ("dynamodb.BatchGetItem", lambda p: "cursor" not in str(p["RequestItems"])),
         140: ("sqs.SendMessageBatch", lambda p: True),
     }
     for tick in range(200):
@@ -129,7 +130,7 @@ def test_every_minute_for_1000_occurrences_across_sweeper_crashes(
         else:
             healthy.sweep(shards)
         arrivals.read()
-    clock.advance(ms=CLAIM_LEASE_MS)
+    clock.advance(ms=SWEEP_LEASE_MS)
     healthy.sweep(shards)
     clock.advance(seconds=900)
     arrivals.read()
@@ -138,7 +139,9 @@ def test_every_minute_for_1000_occurrences_across_sweeper_crashes(
     got = sorted(t for t in arrivals.run_at if t <= expected[-1])
     assert got == expected
     assert {arrivals.run_at[t] for t in expected} == {1}
-    late = [t for t in expected if arrivals.visible_at[t] - parse_rfc3339(t) > CLAIM_LEASE_MS]
+    # (each arrival is observed at a tick, every 5 minutes: none later than one tick; a dead
+    # sweeper's lease has run out by the next tick)
+    late = [t for t in expected if arrivals.visible_at[t] - parse_rfc3339(t) > 5 * MINUTE]
     assert not late
     # And the runs list agrees, newest first
     runs, _ = deps.schedules.runs(schedule.id, limit=3)
@@ -413,7 +416,14 @@ def test_a_short_pause_sends_the_paused_occurrences_again_for_their_time(
     deps.schedules.resume(schedule.id)
     _drive(sweeper, [schedule.shard], clock, arrivals, minutes=30)
     runs, _ = deps.schedules.runs(schedule.id, limit=60)
-    status = {to_rfc3339(r.run.at_ms)[11:16]: r.job.status if r.job else None for r in runs}
+    now = clock.now_ms()
+    # (each job as GET shows it: a sent job is pending until taken, shown queued)
+    status = {
+        to_rfc3339(r.run.at_ms)[11:16]: deps.sweeps.as_shown(r.job, now_ms=now).status
+        if r.job
+        else None
+        for r in runs
+    }
     # Then of 12:03 to 12:06, missed while paused, one runs (fire_once: the latest), the
     # others are cancelled; 12:07 (30 s late, within the grace) and every later one run
     assert [status[f"12:0{m}"] for m in range(3, 7)] == [Status.CANCELLED] * 3 + [Status.QUEUED]
@@ -642,17 +652,16 @@ def test_write_units_per_occurrence(deps: Dependencies, clock: ManualClock) -> N
     for _ in range(20):
         clock.advance(seconds=60)
         harness.poll()
-    # Then each occurrence cost 5 writes: its run record and its successor's item (2 puts; the
-    # first occurrence was written by the create), its claim, its attempt taken (running) and
-    # its success. The sweep
-    # cursor is a per-shard cost, counted apart (one write per sweep that saw anything).
+    # Then each occurrence cost 4 writes: its run record and its successor's item (2 puts; the
+    # first occurrence was written by the create), its attempt taken (running) and its
+    # success; a sweep writes no job item. The sweep cursor is a per-shard cost, counted apart
+    # (a lease and its release per sweep that saw anything).
     runs, _ = deps.schedules.runs(schedule.id, limit=200)
     done = [r for r in runs if r.job and r.job.status is Status.SUCCEEDED]
     n = len(done)
     assert n == len(harness.calls) == len(runs) >= 80
     assert {k: v for k, v in harness.meter.requests.items() if k != "cursor"} == {
         "put": 2 * n,
-        "claim": n,
         "other": 2 * n,
     }
-    assert harness.meter.job_writes() / n == 5
+    assert harness.meter.job_writes() / n == 4

@@ -146,7 +146,10 @@ def _batch_item(index: int, outcome: Submitted | SundialError) -> BatchItemResul
     responses={200: _documented(JobDetail, "The job"), 400: _INVALID, 404: _UNKNOWN},
 )
 def get_job(job_id: JobId) -> JobDetail:
-    return JobDetail.of(authorized_item(Job) or dependencies().jobs.get(job_id))
+    deps = dependencies()
+    job = authorized_item(Job) or deps.jobs.get(job_id)
+    # `queued` is derived for a job a sweep sent without writing it (store.sweeps.as_shown).
+    return JobDetail.of(deps.sweeps.as_shown(job, now_ms=deps.clock.now_ms()))
 
 
 _CHANGE_CONFLICT = _documented(

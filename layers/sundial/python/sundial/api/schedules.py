@@ -4,6 +4,7 @@ domain (sundial.services.schedules), and shapes the response."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Annotated
 
@@ -298,10 +299,12 @@ def list_runs(
             before_ms = parse_rfc3339(before)
         except ValueError as error:
             raise InvalidInput("before", str(error)) from None
-    runs, more = dependencies().schedules.runs(
-        schedule_id, limit=limit, before_ms=before_ms, when=when
-    )
-    return RunsPage(runs=[RunDetail.of_view(r) for r in runs], next_before=_time(more))
+    deps = dependencies()
+    runs, more = deps.schedules.runs(schedule_id, limit=limit, before_ms=before_ms, when=when)
+    now = deps.clock.now_ms()
+    # Each run's job as GET /jobs/{id} shows it: `queued` is derived (store.sweeps.as_shown).
+    shown = [replace(r, job=deps.sweeps.as_shown(r.job, now_ms=now)) if r.job else r for r in runs]
+    return RunsPage(runs=[RunDetail.of_view(r) for r in shown], next_before=_time(more))
 
 
 @schedules_router.post(

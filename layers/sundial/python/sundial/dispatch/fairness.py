@@ -9,13 +9,14 @@ below, "FAIR DISPATCH").
   late only when jobs due before it (or at its second with a higher priority) filled the
   slots. Slots are given out in due order, by due second, then priority, then due time. A slot
   more than SQS's 15 minutes ahead cannot be set with DelaySeconds: such a job is `deferred`,
-  left pending and unclaimed, and the cursor holds at it, so a later sweep places it. The
+  left pending and unsent, and the release records where its queue is read again
+  (`deferred_from`, sundial.store.sweeps), so a later sweep places it. The
   shard's next free slot per queue is kept on its cursor item between sweeps. The division is
   an approximation: jobs are spread over shards at random, so a flood's shards finish within a
   few slots of each other, and in any window of W seconds a queue gets at most
   `max_per_second * W + shard_count` jobs visible (one slot per shard may fall in the window's
   first second).
-- **Weighted round-robin** (a queue's `weight`). A sweep claims and sends in groups: priority
+- **Weighted round-robin** (a queue's `weight`). A sweep sends in groups: priority
   first, as before, then the moment the job is due, a minute wide: the first moment is
   everything overdue or due before the next sweep (MOMENT_MS after this one; a paced job
   counts at its slot), which this sweep must send in time; the next, the minute after; and so
@@ -27,52 +28,47 @@ below, "FAIR DISPATCH").
   when the sweep runs out of time (then the cursor holds, and the next sweep goes on).
 
 FAIR DISPATCH (sundial.dispatch.fairness; a queue's max_dispatch_per_second and weight). The
-write and hold sequence of one shard's sweep:
-1. Read the cursor item: the cursor and the shard's pacing state (each capped queue's next free
-   send slot). Read the due range as before.
-2. Plan: each pending job of a capped queue that this sweep would claim gets a slot, at
+write and hold sequence of one shard's sweep (under its lease: sundial.store.sweeps):
+1. Read the cursor item: the cursor, the shard's pacing state (each capped queue's next free
+   send slot) and where each capped queue's deferred jobs begin (`deferred_from`). Read the
+   due range, and each such queue's pending jobs from its marker up to the cursor.
+2. Plan: each pending job of a capped queue that this sweep would send gets a slot, at
    max(due, next free slot), the next slot a per-shard gap later, in due order (by due
    second, then priority). A job whose slot would be more than 15 minutes ahead (SQS's longest
-   DelaySeconds) is deferred: not claimed, left `pending`, and the cursor holds at it, like a
-   job whose send failed. The rest is ordered: priority, then the minute-wide moment it is due
-   (its slot if paced), then the queues' weighted turns.
-3. Claim and send as before; a paced job's message has DelaySeconds to its slot, counted from
-   just before its request, so it is visible at its slot, never before it, and a slot is never
-   before the due time: nothing is visible before due.
-4. Finish as before (THE CURSOR RULE). If it placed any job, the same UpdateItem that moves the
-   cursor also stores the pacing state (so no write per job: at most one per shard per sweep,
-   where a sweep today writes the cursor anyway; one more only when the cursor stays held and
-   the state changed), conditional on the cursor not having moved past this one and on no
-   later sweep (by token) having stored its own state. A refused write moves nothing, which is
-   always safe; the next sweep then paces from an older state, so the rate may briefly exceed
-   the cap, never the safety rules.
+   DelaySeconds) is deferred: left `pending`, unsent, the lowest of its queue's recorded in
+   the release; it does not hold the cursor. The rest is ordered: priority, then the
+   minute-wide moment it is due (its slot if paced), then the queues' weighted turns.
+3. Send; a paced job's message has DelaySeconds to its slot, counted from just before its
+   request, so it is visible at its slot, never before it, and a slot is never before the due
+   time: nothing is visible before due.
+4. Release (THE CURSOR RULE): the one write that moves the cursor also stores the pacing state
+   if it placed any job, and the deferred markers; no write per job.
 Why the invariants hold, against what it interleaves with:
-- Nothing is lost: a deferred job is pending above the held cursor, so the next sweep reads it
-  again; it is claimed only when it gets a slot, so no claim waits for a slot (no lease can
-  run out while a job waits). A job the sweep sent above the held cursor is covered by the
-  done record as before (written because the cursor is held and the sweep sent something).
-- No duplicate: pacing changes only the order of claims and the DelaySeconds of sends; every
-  claim is the same conditional write as before. Two sweeps of a shard (a retried tick) read
-  the same state and plan the same slots; the claim decides who sends.
-- Cancel: a deferred job is pending, so a cancel takes it (200) and no sweep claims it after;
-  a paced job already sent is `queued`, and the consumer's fence skips it if cancelled. A
+- Nothing is lost: a deferred job is pending at or above its queue's marker, which the next
+  sweep reads again; pacing places a queue's jobs in due order, so its jobs between its marker
+  and the cursor are deferred ones (a job of the same second placed ahead of a deferred one
+  by its priority is read again and sent again: a duplicate, a no-op at the take).
+- No duplicate: pacing changes only the order of sends and their DelaySeconds. Two sweeps of a
+  shard cannot both send: the lease decides who holds it.
+- Cancel: a deferred job is pending, so a cancel takes it (200) and no sweep sends it after; a
+  paced job already sent is pending until taken, and its take fails once it is cancelled. A
   slot's delay only makes the job run later, after any cancel that answered 200 first.
 - Pause and resume of a job: a paused job is not pending, so it is not paced; its resume sends
   it itself if due soon (services.release), unpaced.
 - A queue's pause: its jobs are passed over (not planned, no slot), deferred ones included, and
-  the cursor moves on; the pause recorded the lowest cursor, which was held at or below every
-  deferred job, so its resume's catch-up reads them and sends them. The catch-up is not
-  paced (it sends what a pause held back; docs/api.md, Fair dispatch, says so).
+  its marker is kept; the pause recorded the lowest of cursors and markers
+  (SweepStore.read_cursors), so its resume's catch-up reads them and sends them. The catch-up
+  is not paced (it sends what a pause held back; docs/api.md, Fair dispatch, says so).
 - A schedule's successor written during the sweep (OccurrenceChain.advance): if its queue is
-  capped it is placed after every planned job, or deferred, and the cursor holds at it, before
-  its chain is decided, so nothing is written for an occurrence this sweep does not send.
+  capped it is placed after every planned job, or deferred, before its chain is decided, so
+  nothing is written for an occurrence this sweep does not send.
 - Catch-up after an outage: overdue jobs count as due now: the capped queue's get slots from
   now on (a next free slot in the past is now, so idle time is not a burst), and the queues'
   turns share the sweep between them, so one queue's backlog does not delay another's.
-- Take-over after a crashed sweeper: a `queued` job whose lease has run out is taken over as
-  before, and sent at its due time, not paced (the dead sweep may have placed it already). The
-  dead sweep's pacing state was not stored, so the next sweep may place new jobs in slots the
-  dead one used: the rate may briefly exceed the cap after a crash; nothing else changes.
+- A crashed holder: its pacing state and markers were not stored; the next holder reads the
+  last release's and sends again from the cursor (what the dead one sent: duplicates, not
+  paced anew: a job named as sent by the last holder is not placed again). The rate may
+  briefly exceed the cap after a crash; nothing else changes.
 - Direct sends (the submit's, a release's, a consumer's retries and DAG children) are not
   paced: a job due within 15 minutes of its submission is bounded by the submission quota.
 """
@@ -101,7 +97,7 @@ class Due(NamedTuple):
     queue: str
     due_ms: int
     rank: int  # priority rank: 0 is critical
-    paceable: bool  # the sweep would claim it as a new dispatch (pending, not owned elsewhere)
+    paceable: bool  # the sweep would send it as a new dispatch (pending, not owned elsewhere)
 
 
 @dataclass(frozen=True)

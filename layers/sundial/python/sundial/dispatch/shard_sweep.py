@@ -1,11 +1,51 @@
-"""One sweep of one shard: read its due range, claim and send each job, move or hold its
-cursor (the rules are in dispatch.sweeper's docstring and sundial.timing)."""
+"""One sweep of one shard: read its due range, hold the shard (its lease), send each due job
+without writing it, move or hold the cursor and release (sundial.store.sweeps, THE SHARD
+LEASE; the cursor rules below and in dispatch.sweeper's docstring).
+
+THE CURSOR RULE under the lease. The cursor only moves forward (the release writes it, and only
+the lease's holder writes it), and past a job only if that job needs nothing from a sweep: sent
+by this sweep, finished, cancelled, dead, paused, taken by its consumer, or owned by another path
+that sends it (direct, a paused DAG's root, a paused queue's job, which its resume catches up).
+A job that needs a send and did not get one holds the cursor at it: a failed send, a failed
+read of the item, a job never looked at (short of time), a legacy claim by a live sweep. Two
+exceptions keep a held cursor from turning into a storm of duplicate messages:
+- The jobs this sweep sent above the held cursor are named in the release (`sent_above`, at
+  most SENT_MAX sort keys; those beyond are sent again by the next sweep: duplicates, which the
+  consumer's take makes no-ops). The next holder skips them and names them again while they
+  lie above the cursor. The release is the one write that both moves the cursor and names
+  them, so no holder reads one without the other.
+- A capped queue's job with no send slot within SQS's 15 minutes (dispatch.fairness) does not
+  hold the cursor: the release records, per such queue, the lowest of its deferred keys
+  (`deferred_from`), and the next sweep reads that queue's pending jobs again from there (a
+  filtered Query: reads, no writes). Pacing places a queue's jobs in due order, so its jobs
+  between that key and the cursor are all deferred ones, not sent ones. A queue's pause reads
+  the lowest of cursor and markers (SweepStore.read_cursors), so its catch-up covers them.
+A holder that dies leaves the last release's cursor, `sent_above` and `deferred_from`; the next
+holder sends again what the dead one sent (each a no-op at the take, or a job run once).
+What the sweep does not write any more, and why the rest still holds:
+- No claim: the job stays `pending` until its consumer takes it (sundial.store.attempts
+  accepts a pending job that is due). A cancel, pause or move landing before the take
+  succeeds (the item is pending) and the take then fails its condition; after the take the
+  job is running and they answer 409 as before. GET /jobs/{id} shows such a job `queued`
+  (services.job_view: pending, not direct, and due).
+- A job read pending but changed before the sweep reads its item for the send (a cancel, a
+  pause, a move, a direct owner) is not sent: the sweep reads each batch's items (one
+  BatchGetItem per 100) right before sending them, and the cursor may pass it (it needs
+  nothing from a sweep). A change after that read makes the message stale for the take.
+- A retry timer gets its expiry once sent (one write, timers only: bookkeeping from then on).
+- A poison job (no such queue, SQS refusing it as the sender's fault) is marked dead,
+  conditional on it still being pending and not direct.
+- A resumed queue's catch-up owes a shard the pending jobs of its range (services.queues): a
+  sweep leaves those to it (and may pass them), as it leaves a paused queue's, since the
+  catch-up takes whatever it finds pending there and a job this sweep sent is still pending.
+  The catch-up strikes a shard off only after sending every pending job it read there, and
+  the jobs of its range were pending before the resume, so none is left to no one."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from concurrent.futures import Executor, Future
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from math import inf
 
@@ -13,24 +53,29 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPlan, DispatchPolicy, Due, Pacer, plan_dispatch
-from sundial.ids import due_sk_bound
+from sundial.dispatch.outbox import Outbox
+from sundial.ids import JobKey, due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
-from sundial.store.jobs import ClaimOutcome, JobStore
-from sundial.store.sweeps import DueRef, Malformed, QueueResumed, SweepStore
-from sundial.timing import CLAIM_LEASE_MS, SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
-from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender
+from sundial.store.jobs import JobStore
+from sundial.store.sweeps import (
+    SENT_MAX,
+    DueRef,
+    Malformed,
+    QueueResumed,
+    ShardSweepState,
+    SweepStore,
+)
+from sundial.timing import SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
+from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender, SendResult
 
 logger = logging.getLogger(__name__)
 
 
-# Flush claimed jobs to SQS once this many are waiting, so a long backlog streams out.
+# Send decided jobs to SQS once this many are waiting, so a long backlog streams out.
 _FLUSH_AT = SQS_BATCH * 10
-
-
-# A shard whose sends keep failing stops claiming after this many (SQS is struggling; the
-# next sweep goes on from there). It also bounds the done record's `not_sent` set (~40 KB).
-NOT_SENT_MAX = 1000
+# Items read per BatchGetItem (DynamoDB's limit).
+_READ_BATCH = 100
 
 
 PRIORITY_ORDER = (Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW)
@@ -48,7 +93,8 @@ class SweepReport:
     dispatched: int = 0
     send_failures: int = 0
     lost_races: int = 0
-    taken_over: int = 0
+    taken_over: int = 0  # legacy claims of a sweeper of before the lease, sent again
+    lease_busy: int = 0  # shards left alone: another sweep held (or took) the lease
     paused: int = 0  # pending jobs of paused queues, passed over
     paced: int = 0  # jobs of capped queues sent for a slot later than their due time
     deferred: int = 0  # jobs of capped queues left pending: no slot within SQS's 15 minutes
@@ -66,6 +112,7 @@ class SweepReport:
         self.send_failures += other.send_failures
         self.lost_races += other.lost_races
         self.taken_over += other.taken_over
+        self.lease_busy += other.lease_busy
         self.paused += other.paused
         self.paced += other.paced
         self.deferred += other.deferred
@@ -110,47 +157,51 @@ class ShardSweep:
         tools: SweepTools,
         *,
         shard: int,
-        cursor: str | None,
+        state: ShardSweepState | None,
         token: str,
         remaining_ms: Callable[[], int] | None,
-        claims: Executor,
+        pool: Executor,
         paused_queues: frozenset[str] = frozenset(),
-        paced: Mapping[str, int] | None = None,
+        catch_ups: Mapping[str, tuple[str, str]] | None = None,
+        outbox: Outbox | None = None,
     ) -> None:
+        """`outbox`: the sweeper's, shared by its shard sweeps (dispatch.outbox); by default
+        one of this sweep's own."""
+        state = state or ShardSweepState()
         self._store, self._sweeps, self._sender = tools.store, tools.sweeps, tools.sender
         self._policy = tools.policy
         self._clock, self._chain, self._retention_s = tools.clock, tools.chain, tools.retention_s
         self._shard = shard
-        self._cursor = cursor or due_sk_bound(0, upper=False)
+        self._state = state
+        self._cursor = state.cursor or due_sk_bound(0, upper=False)
         self._token = token
         self._remaining_ms = remaining_ms
-        self._claims = claims
+        self._outbox = outbox or Outbox(tools.sender, tools.clock, pool)
         self._paused_queues = paused_queues
+        self._catch_ups = dict(catch_ups or {})
         self._hold: str | None = None  # lowest sort key that must be looked at again
-        self._in_flight: list[tuple[SweptJob, Future[ClaimOutcome]]] = []  # claims, in order
-        self._claimed: list[Job] = []
+        self._leased = False
+        self._to_send: list[SweptJob] = []  # decided, not yet read and sent
+        self._sent: set[str] = set()  # sort keys sent, by this sweep or (above) the last holder
+        self._deferred: dict[str, str] = {}  # capped queue -> lowest key left without a slot
         self._handled: set[str] = set()  # sort keys already dealt with in this sweep
         self._frontier_sk = ""
-        # Ids this sweep claimed and did not send (or may have claimed: a claim whose outcome
-        # is unknown). Its done record names them, so no later sweep takes them as sent.
-        self._not_sent: set[str] = set()
-        self._done_tokens: dict[str, frozenset[str] | None] = {}
         self._expires_at_s = 0
         self._frontier = 0
         self._refs: list[DueRef] = []  # the due range as read
+        self._malformed: list[Malformed] = []
         self._plan = DispatchPlan()  # its order, most urgent first, and the paced jobs' slots
         self._next = 0  # position in the plan's order: everything before it was considered
         self._considered: set[int] = set()
         # Pacing (sundial.dispatch.fairness): each capped queue's next free send slot on this
         # shard as read from the cursor item, its pacer during this sweep, and the slot of each
-        # job placed (by sort key: a claim returns a Job, a successor is not in _refs).
-        self._paced_before: dict[str, int] = dict(paced or {})
+        # job placed (by sort key: a successor is not in _refs).
+        self._paced_before: dict[str, int] = dict(state.paced)
         self._pacers: dict[str, Pacer] = {}
         self._slots: dict[str, int] = {}
-        self._malformed = 0
         self._stopped = False
         # Queues whose pending jobs this sweep passed over as paused: the cursor moves past
-        # them only while those queues are still paused (SweepStore.advance_cursor).
+        # them only while those queues are still paused (SweepStore.finish_sweep).
         self._passed_over: set[str] = set()
         self.shard = shard
         self.report = SweepReport(shards=1)
@@ -162,26 +213,49 @@ class ShardSweep:
         return self.finish()
 
     def read(self) -> None:
-        """Read the due range [cursor, now + lookahead] (references, no payloads). An item that
-        is not a valid job is marked dead with the reason (it can never be sent)."""
+        """Read the due range [cursor, now + lookahead] (references, no payloads), and each
+        capped queue's deferred jobs below the cursor; then, if there is anything, take the
+        shard's lease. A shard another sweep holds, or one with nothing in range, is left as
+        it is: no write."""
         now = self._clock.now_ms()
+        if self._state.lease is not None and self._state.lease_until_ms >= now:
+            self.report.lease_busy += 1
+            return  # a live sweep holds it: it sends what is due
         self._frontier = now + SWEEP_LOOKAHEAD_MS
         self._frontier_sk = due_sk_bound(self._frontier, upper=True)
         self._expires_at_s = now // 1000 + self._retention_s
-        for ref in self._sweeps.query_due_refs(
-            self._shard, from_sk=self._cursor, to_sk=self._frontier_sk
+        refs = list(
+            self._sweeps.query_due_refs(self._shard, from_sk=self._cursor, to_sk=self._frontier_sk)
+        )
+        for queue, from_sk in self._state.deferred.items():
+            if from_sk < self._cursor:
+                below = self._sweeps.query_due_refs(
+                    self._shard, from_sk=from_sk, to_sk=self._cursor, queue=queue
+                )
+                refs += [r for r in below if r.key is None or r.key.sk < self._cursor]
+        if not refs:
+            return
+        if not self._sweeps.take_lease(
+            self._shard, token=self._token, now_ms=now, read=self._state
         ):
+            self.report.lease_busy += 1  # another sweep took it since this one read it
+            return
+        self._leased = True
+        for ref in refs:
             if isinstance(ref, Malformed):
-                self._malformed += 1
                 self._poison_malformed(ref)
             else:
                 self._refs.append(ref)
+        self._refs.sort(key=lambda ref: ref.key.sk)
         self.report.seen = len(self._refs)
-        # Higher priority first, then the minute each job is due (or its paced slot; overdue
-        # counts as now), queues taking turns by weight within it (sundial.dispatch.fairness).
-        # When the range holds more than one sweep can send (a backlog after an outage), the
-        # time goes to the urgent jobs; the cursor holds at the lowest job left, and the next
-        # sweep continues from there.
+        self._plan_dispatch(now)
+
+    def _plan_dispatch(self, now: int) -> None:
+        """Higher priority first, then the minute each job is due (or its paced slot; overdue
+        counts as now), queues taking turns by weight within it (sundial.dispatch.fairness).
+        When the range holds more than one sweep can send (a backlog after an outage), the
+        time goes to the urgent jobs; the cursor holds at the lowest job left, and the next
+        sweep continues from there."""
         self._pacers = {
             queue: pacer
             for queue in self._policy.queues
@@ -204,11 +278,10 @@ class ShardSweep:
         for index, slot in self._plan.slots.items():
             self._slots[self._refs[index].key.sk] = slot
         for index in self._plan.deferred:
-            # No slot within SQS's horizon: left pending and unclaimed, and the cursor holds at
-            # it, so a later sweep places it (sundial.timing, "Fair dispatch").
+            # No slot within SQS's horizon: left pending, and the release records where the
+            # next sweep reads its queue again (module docstring).
             self._considered.add(index)
-            self._hold_at(self._refs[index].key.sk)
-        self.report.deferred = len(self._plan.deferred)
+            self._defer(self._refs[index])
 
     def next_group(self) -> tuple[int, int] | None:
         """The (priority rank, moment) group of the next job this sweep would take; None when
@@ -221,12 +294,12 @@ class ShardSweep:
         return self._plan.groups[self._next]
 
     def dispatch_group(self, group: tuple[int, int], limit: float = inf) -> None:
-        """Claim (and send every _FLUSH_AT) up to `limit` of the read jobs of `group`, in the
-        plan's order. The sweeper calls it a few jobs per shard at a time, so every shard's
-        jobs of a moment go before any shard's of a later one."""
+        """Send (every _FLUSH_AT) up to `limit` of the read jobs of `group`, in the plan's
+        order. The sweeper calls it a few jobs per shard at a time, so every shard's jobs of a
+        moment go before any shard's of a later one."""
         taken = 0
         while taken < limit and self.next_group() == group:
-            if self._short_of_time() or len(self._not_sent) >= NOT_SENT_MAX:
+            if self._short_of_time():
                 self._stop()
                 return
             index = self._plan.order[self._next]
@@ -234,63 +307,62 @@ class ShardSweep:
             self._considered.add(index)
             self._consider(self._refs[index])
             taken += 1
-            if len(self._in_flight) + len(self._claimed) >= _FLUSH_AT:
+            if len(self._to_send) >= _FLUSH_AT:
                 self._flush()
 
     def dispatch(self, priority: Priority | None = None) -> None:
-        """Claim and send the read jobs of `priority` (None: every job left), in the plan's
-        order. Claimed jobs are sent every _FLUSH_AT jobs and when the sweep finishes."""
+        """Send the read jobs of `priority` (None: every job left), in the plan's order."""
         rank = None if priority is None else _PRIORITY_RANK[priority]
         while (group := self.next_group()) is not None and rank in (None, group[0]):
             self.dispatch_group(group)
 
     def finish(self) -> SweepReport:
-        """Send what is claimed, then move or hold the cursor (THE CURSOR RULE,
-        sundial.timing) and record the sweep as done where it holds below jobs it sent."""
+        """Send what is left, then release the lease in the one write that moves or holds the
+        cursor (module docstring). A shard this sweep did not hold is left as it is."""
+        if not self._leased:
+            return self.report
         self._flush()
         if len(self._considered) < len(self._refs):
             self._stop()  # jobs never looked at (short of time, or never dispatched) hold it
-        next_cursor = self._hold or due_sk_bound(self._frontier + 1, upper=False)
-        paced = self._pacing_state()
+        cursor = max(self._hold or due_sk_bound(self._frontier + 1, upper=False), self._cursor)
         try:
-            if paced is not None:
-                # One write for both: the cursor (where it moved) and the pacing state.
-                self._sweeps.advance_cursor(
-                    self._shard,
-                    max(next_cursor, self._cursor),
-                    paced=paced,
-                    token=self._token,
-                    while_paused=self._passed_over,
-                )
-            elif (self.report.seen or self._malformed) and next_cursor > self._cursor:
-                self._sweeps.advance_cursor(
-                    self._shard, next_cursor, while_paused=self._passed_over
-                )
+            released = self._release(cursor, while_paused=self._passed_over)
         except QueueResumed:
             # A queue whose jobs this sweep passed over was resumed meanwhile: a sweep that saw
-            # it running may have claimed one of them, and may die before sending it. The cursor
-            # stays, so the next sweep reads them again (THE CURSOR RULE, sundial.timing).
+            # it running may send one of them and die. The cursor stays, so the next sweep
+            # reads them again (THE CURSOR RULE, sundial.timing).
             self._hold_at(self._cursor)
-        if self._hold:
-            self.report.held_shards.append(self._shard)
-            if self.report.dispatched:
-                # Jobs this sweep sent may lie above the held cursor: say they were sent, so a
-                # later sweep does not take them over as if this one had died; and name those
-                # it did not send, so a later sweep does not pass them (THE CURSOR RULE).
-                self._sweeps.record_sweep_done(
-                    self._shard,
-                    self._token,
-                    expires_at_s=self._expires_at_s,
-                    not_sent=self._not_sent,
-                )
+            cursor = self._cursor
+            released = self._release(cursor, while_paused=())
+        if not released:
+            logger.error("shard %s: the lease ran out before its release", self._shard)
+            self.report.errors += 1
+        if cursor < due_sk_bound(self._frontier + 1, upper=False) or self._deferred:
+            self.report.held_shards.append(self._shard)  # work left below the frontier
         return self.report
 
+    def _release(self, cursor: str, *, while_paused: Collection[str]) -> bool:
+        sent = sorted(sk for sk in self._sent if sk >= cursor)[:SENT_MAX]
+        deferred = {q: sk for q, sk in self._deferred.items() if sk < cursor}
+        for queue, sk in self._state.deferred.items():
+            if queue not in self._deferred and queue in self._paused_queues and sk < cursor:
+                deferred[queue] = sk  # passed over while paused: kept for after its resume
+        return self._sweeps.finish_sweep(
+            self._shard,
+            token=self._token,
+            cursor=cursor,
+            sent=sent,
+            deferred=deferred,
+            paced=self._pacing_state(),
+            while_paused=while_paused,
+        )
+
     def flush(self) -> None:
-        """Send what this sweep has claimed so far (the sweeper does after its urgent passes)."""
+        """Send what this sweep has decided so far (the sweeper does after its urgent passes)."""
         self._flush()
 
     def _pacing_state(self) -> dict[str, int] | None:
-        """The pacing state to store if this sweep placed a job (else None: nothing to write).
+        """The pacing state to store if this sweep placed a job (else None: left as it is).
         A slot already past is dropped: it means the same as none (now)."""
         if not any(pacer.placed for pacer in self._pacers.values()):
             return None
@@ -300,13 +372,14 @@ class ShardSweep:
         return {queue: ms for queue, ms in state.items() if ms > now}
 
     def _paceable(self, job: SweptJob) -> bool:
-        """Would this sweep claim it as a new dispatch (so pacing gives it a slot)? A job taken
-        over from a dead sweep is not paced: that sweep may have placed it already."""
+        """Would this sweep send it as a new dispatch (so pacing gives it a slot)? A job the
+        last holder sent, or a legacy claim, is not paced: it may have been placed already."""
         return (
             job.status is Status.PENDING
             and not job.direct
             and not _dag_held(job)
             and job.queue not in self._paused_queues
+            and job.key.sk not in self._state.sent
         )
 
     def _stop(self) -> None:
@@ -326,18 +399,17 @@ class ShardSweep:
         if _dag_held(job):
             return  # a root of a paused DAG: resuming the DAG dispatches it
         if job.status is Status.PENDING:
+            if job.key.sk in self._state.sent:
+                self._sent.add(job.key.sk)  # the last holder sent it: named again if above
+                return
             self._pending(job, now)
-        elif job.status is Status.QUEUED and job.claim_token != self._token:
-            not_sent = self._sweep_done(job.claim_token) if job.claim_token else None
-            if not_sent is not None and job.id not in not_sent:
-                return  # sent by a sweep that finished; its cursor was held below it
-            # Still claimed by a live sweep, or by one that finished without sending it (it was
-            # un-claimed since, or is retaken once its lease is over): never pass it.
+        elif job.status is Status.QUEUED and (job.claim_token or "").startswith("sweep:"):
+            # A claim by a sweeper of before the lease: its sweep may have died before sending.
             if job.lease_until_ms is not None and job.lease_until_ms < now:
                 self.report.taken_over += 1
-                self._claim(job, now, from_token=job.claim_token)
+                self._to_send.append(job)
             else:
-                self._hold_at(job.key.sk)  # another live sweeper is sending it; it may fail
+                self._hold_at(job.key.sk)  # that sweep may still be sending it
         elif (
             job.status is Status.CANCELLED
             and job.schedule_id is not None
@@ -352,12 +424,16 @@ class ShardSweep:
             self.report.paused += 1
             self._passed_over.add(job.queue)
             return  # stays pending; the queue's resume catches it up
+        owed = self._catch_ups.get(job.queue)
+        if owed is not None and owed[0] <= job.key.sk <= owed[1]:
+            self.report.paused += 1
+            return  # its queue's catch-up sends it (it would find it pending: sent twice)
         if not self._placed(job):
-            return  # no slot within SQS's horizon: stays pending, the cursor holds at it
+            return  # no slot within SQS's horizon: stays pending, read again from its marker
         if job.schedule_id is not None and self._chain is not None:
             self._occurrence(job, now)
         else:
-            self._claim(job, now, from_token=None)
+            self._to_send.append(job)
 
     def _placed(self, job: SweptJob) -> bool:
         """A job of a capped queue met beyond the plan (a schedule's successor written by this
@@ -367,18 +443,22 @@ class ShardSweep:
             return True  # uncapped, or placed by the plan (a deferred ref never gets here)
         slot = pacer.place(job.due_ms)
         if slot is None:
-            self.report.deferred += 1
-            self._hold_at(job.key.sk)
+            self._defer(job)
             return False
         self._slots[job.key.sk] = slot
         return True
+
+    def _defer(self, job: SweptJob) -> None:
+        self.report.deferred += 1
+        if job.queue not in self._deferred or job.key.sk < self._deferred[job.queue]:
+            self._deferred[job.queue] = job.key.sk
 
     def _occurrence(self, job: SweptJob, now: int) -> None:
         """Advance the schedule (sundial.services.chain) before dispatching its occurrence."""
         assert self._chain is not None
         advance = self._chain.decide(job, now_ms=now)  # parks it if its schedule is paused
         if advance.action is Action.FIRE:
-            self._claim(job, now, from_token=None, chained=True)
+            self._to_send.append(job)
         elif advance.action in (Action.SKIP, Action.DROP):
             self._chain.close(job.key, advance.action, now_ms=now)
         self._follow(advance.successor)
@@ -389,101 +469,84 @@ class ShardSweep:
         if successor is not None and successor.key.sk <= self._frontier_sk:
             self._consider(successor)
 
-    def _claim(
-        self, job: SweptJob, now: int, *, from_token: str | None, chained: bool = False
-    ) -> None:
-        """Start the claim; its outcome is settled, in the order claims were started, before
-        the next flush."""
-        claim = self._claims.submit(
-            self._store.claim,
-            job.key,
-            token=self._token,
-            now_ms=now,
-            lease_ms=CLAIM_LEASE_MS,
-            from_token=from_token,
-            expires_at_s=self._expires_at_s if job.retry_of is not None else None,
-            swept=True,
-            chained=chained,
-            return_job=True,
-        )
-        self._in_flight.append((job, claim))
-
-    def _settle_claims(self) -> None:
-        in_flight, self._in_flight = self._in_flight, []
-        for job, claim in in_flight:
+    def _read_items(self, decided: list[SweptJob]) -> list[Job]:
+        """The items of the jobs decided, read right before their send (refs carry no
+        payload): those still waiting for a sweep's send. A job changed since it was read
+        (cancelled, paused, moved, made direct, taken) needs nothing from this sweep."""
+        refs = [job.key for job in decided if isinstance(job, DueRef)]
+        items: dict[JobKey, Job | Malformed] = {}
+        for start in range(0, len(refs), _READ_BATCH):
+            chunk = refs[start : start + _READ_BATCH]
             try:
-                outcome = claim.result()
+                items |= self._sweeps.fetch_jobs(chunk)
             except (ClientError, BotoCoreError):
-                # The claim may or may not have been written: keep the job in sight. If it
-                # was, its lease expires and a later sweep retakes it.
-                logger.exception("claim of %s failed", job.id)
+                logger.exception("reading jobs of shard %s failed", self._shard)
                 self.report.errors += 1
-                self._not_sent.add(job.id)
-                self._hold_at(job.key.sk)
-                continue
-            except (KeyError, ValueError, TypeError) as error:
-                # Claimed, but the item cannot be read as a job: it can never be sent.
-                self._poison(job, "MalformedJob", f"malformed job item: {error!r}")
-                continue
-            self._settle(job, outcome)
-
-    def _settle(self, job: SweptJob, outcome: ClaimOutcome) -> None:
-        if outcome.won and outcome.job is not None:
-            self._claimed.append(outcome.job)
-            return
-        self.report.lost_races += 1
-        current = outcome.current
-        if current is not None and current.status is Status.QUEUED:
-            self._hold_at(job.key.sk)  # someone else claimed it first and may still fail
-        elif (
-            current is not None
-            and current.status is Status.PENDING
-            and not current.direct
-            and not _dag_held(current)
-        ):
-            # A take-over lost to an un-claim: pending again, and no one else owns it
-            # (THE CURSOR RULE, sundial.timing).
-            self._hold_at(job.key.sk)
+                self._hold_at(min(key.sk for key in chunk))
+                return []
+        ready: list[Job] = []
+        for job in decided:
+            current = job if isinstance(job, Job) else items.get(job.key)
+            if isinstance(current, Malformed):
+                self._poison(job, "MalformedJob", current.reason)
+            elif current is not None and _waits_for_send(current, legacy=job.status):
+                ready.append(current)
+        return ready
 
     def _flush(self) -> None:
-        self._settle_claims()
-        if not self._claimed:
-            return
-        claimed, self._claimed = self._claimed, []
-        outgoing = [
-            Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
-            for job in claimed
-        ]
-        result = self._sender.dispatch(outgoing, now_ms=self._clock.now_ms, pool=self._claims)
-        self.report.dispatched += len(claimed) - len(result.retry) - len(result.rejected)
-        not_sent = {message.job.id for message in result.failed}
+        """Put in the outbox what this sweep decided, and send the outbox (with whatever other
+        shards put there)."""
+        self.stage()
+        self._outbox.send()
+
+    def stage(self) -> None:
+        """Read and put in the outbox what is decided, without sending (the sweeper sends the
+        outbox once for every shard before it finishes them)."""
+        decided, self._to_send = self._to_send, []
+        ready = self._read_items(decided)
+        self._outbox.add(
+            self,
+            [
+                Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
+                for job in ready
+            ],
+        )
+
+    def settle(self, outgoing: Sequence[Outgoing], result: SendResult) -> None:
+        """The outcome of this sweep's messages (dispatch.outbox)."""
+        failed = {message.job.id for message in result.failed}
+        sent = [o.job for o in outgoing if o.job.id not in failed]
+        self.report.dispatched += len(sent)
         self.report.paced += sum(
-            1 for o in outgoing if o.visible_at_ms > o.run_at_ms and o.job.id not in not_sent
+            1 for o in outgoing if o.visible_at_ms > o.run_at_ms and o.job.id not in failed
         )
         self.report.lateness_ms += result.lateness_ms
+        self._sent.update(job.key.sk for job in sent)
         if logger.isEnabledFor(logging.INFO):
             # Each job sent with the request that submitted it, so one job can be followed
             # from the API's logs through this one to its consumer's (about 80 bytes a job).
-            failed = {message.job.id for message in result.failed}
-            sent = {job.id: job.correlation_id for job in claimed if job.id not in failed}
-            logger.info("jobs sent", extra={"shard": self._shard, "jobs": sent})
+            jobs = {job.id: job.correlation_id for job in sent}
+            logger.info("jobs sent", extra={"shard": self._shard, "jobs": jobs})
         for rejected in result.rejected:
             self._poison(rejected.message.job, rejected.error_type, rejected.reason)
         for message in result.retry:
             self.report.send_failures += 1
-            self._not_sent.add(message.job.id)
-            self._hold_at(message.job.key.sk)
-            try:
-                # Refused (False) when the job is no longer ours: cancelled meanwhile. Nothing
-                # is left to send then, so that is no error.
-                self._store.unclaim(message.job.key, token=self._token)
-            except (ClientError, BotoCoreError):
-                # Still claimed by us: the done record names it, so it is retaken after the lease.
-                logger.exception("un-claim of %s failed", message.job.id)
-                self.report.errors += 1
+            self._hold_at(message.job.key.sk)  # still pending: the next sweep sends it
+        for job in sent:
+            if job.retry_of is not None:
+                self._expire_timer(job)
+
+    def _expire_timer(self, timer: Job) -> None:
+        """A retry timer sent is bookkeeping: it expires after the retention (best effort: one
+        left without is only kept, never sent again, being below the cursor)."""
+        try:
+            self._store.expire_sent_timer(timer.key, expires_at_s=self._expires_at_s)
+        except (ClientError, BotoCoreError):
+            logger.exception("setting the expiry of timer %s failed", timer.id)
 
     def _poison(self, job: SweptJob | Job, error_type: str, reason: str) -> None:
-        """A job this sweep claimed that can never be sent as it is: dead, with the reason."""
+        """A job that can never be sent as it is: dead, with the reason, if it is still pending
+        and no one else owns it."""
         logger.warning("poison job %s: %s", job.id, reason)
         try:
             self._store.mark_poisoned(
@@ -492,15 +555,15 @@ class ShardSweep:
                 reason=reason,
                 now_ms=self._clock.now_ms(),
                 expires_at_s=self._expires_at_s,
-                token=self._token,
+                swept=True,
             )
         except (ClientError, BotoCoreError):
             logger.exception("marking %s dead failed", job.id)
             self.report.errors += 1
-            self._not_sent.add(job.id)  # still claimed by us: retaken after the lease
             self._hold_at(job.key.sk)
             return
-        # Refused only if it is no longer ours (cancelled meanwhile): nothing to send either.
+        # Refused only if it is no longer waiting for a sweep (cancelled meanwhile): nothing to
+        # send either.
         self.report.poisoned += 1
 
     def _poison_malformed(self, ref: Malformed) -> None:
@@ -516,21 +579,20 @@ class ShardSweep:
         ):
             self.report.poisoned += 1
 
-    def _sweep_done(self, token: str) -> frozenset[str] | None:
-        """The ids sweep `token` did not send, if it has finished on this shard; else None."""
-        if token not in self._done_tokens:
-            done = (
-                self._sweeps.sweep_done(self._shard, token) if token.startswith("sweep:") else None
-            )
-            self._done_tokens[token] = done
-        return self._done_tokens[token]
-
     def _hold_at(self, sk: str) -> None:
         if self._hold is None or sk < self._hold:
             self._hold = sk
 
     def _short_of_time(self) -> bool:
         return self._remaining_ms is not None and self._remaining_ms() < SWEEP_DEADLINE_MARGIN_MS
+
+
+def _waits_for_send(job: Job, *, legacy: Status) -> bool:
+    """Is `job`, as read right before its send, still for a sweep to send? A legacy claim
+    (queued) was decided as such; anything else must still be pending and nobody else's."""
+    if legacy is Status.QUEUED:
+        return job.status is Status.QUEUED
+    return job.status is Status.PENDING and not job.direct and not _dag_held(job)
 
 
 def _dag_held(job: SweptJob) -> bool:

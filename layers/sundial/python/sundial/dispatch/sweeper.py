@@ -1,63 +1,63 @@
-"""The sweeper: finds due and near-due jobs of its shards, claims each with a conditional
-write, and hands them to SQS in batches with DelaySeconds so they surface at their due second.
+"""The sweeper: finds due and near-due jobs of its shards and hands them to SQS in batches
+with DelaySeconds so they surface at their due second, holding each shard under a lease
+instead of claiming each job (sundial.store.sweeps, THE SHARD LEASE).
 
-Per shard it keeps a cursor: the lowest sort key that may still need work. Everything below
-the cursor has been sent or needs nothing. A sweep reads [cursor, now + lookahead], then moves
-the cursor to just past that frontier, or holds it at the first job it could not finish:
-- a job whose send failed (it is un-claimed and retried next sweep);
-- a job claimed by another live sweeper (that sweeper may yet fail);
-- the first job left when the Lambda ran short of time.
-A claim left behind by a dead sweeper expires after the lease and is taken over, so a crash at
-any step loses nothing (the job may then be sent twice: at-least-once, only after a crash).
+Per shard it keeps a cursor: the lowest sort key that may still need a sweep's send. A sweep
+reads [cursor, now + lookahead]; if anything is there it takes the shard's lease (one write),
+sends every due job without writing it, and releases the lease in the write that moves the
+cursor to just past that frontier, or holds it at the first job it could not send (a failed
+send, the first job left when the Lambda ran short of time), naming the jobs it sent above
+it (dispatch.shard_sweep). A shard held by a live sweep is left alone; a dead holder's lease
+expires after the sweeper's hard timeout, and the next holder sends again from the cursor (a
+duplicate message, which the consumer's take makes a no-op).
 
 Higher priority goes first (critical, high, normal, low; then the minute each job is due, an
 overdue job counting as due now) across the whole group: the sweep reads every shard's range,
-then claims one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
+then sends one (priority, moment) group at a time over all its shards, SHARD_TURN jobs per
 shard in turn, so when a backlog exceeds what one sweep can send, the time goes to the urgent
 jobs of every shard before any shard's less urgent ones. Within a group, queues take turns by
 their dispatch weight, and a capped queue's jobs are paced over the following seconds
-(dispatch.fairness), so one queue's flood does not starve another's jobs. A sweep that
-holds its cursor below jobs it sent records that it finished (a "done" item per shard and
-sweep), so a later sweep re-reading them does not take them over as if it had crashed.
-Claims run concurrently (a small thread pool per sweep) and are settled in the order they
-were started, so the cursor rule above is unchanged. Pending jobs of a paused queue are passed
-over (sundial.store.queue_states); a schedule's occurrence
-first advances its schedule (sundial.services.chain).
+(dispatch.fairness), so one queue's flood does not starve another's jobs. Pending jobs of a
+paused queue are passed over (sundial.store.queue_states), and so are those a resumed
+queue's catch-up still owes; a schedule's occurrence first advances its schedule
+(sundial.services.chain).
 
 This module runs a sweep over a group of shards; dispatch.shard_sweep sweeps one shard.
 
-THE CURSOR RULE (docs/invariants.md) against the writes it interleaves with:
-- Two sweeps of one shard (the next tick, or Lambda's async retry of the first). Sweep A
-  un-claims a job whose send failed, then writes its done record naming it in `not_sent`.
-  Sweep B may have read the job while A still held it: B skips it only if A's record exists
-  and does not name it; otherwise it applies the lease (hold while live, take over when
-  expired), so B never passes it. A's record is written after all of A's un-claims, so a
-  record B can read names everything A did not send.
-- A cancel during a sweep's send: the un-claim is refused (the job is no longer queued by
-  this sweep) and there is nothing left to send, so the sweep still finishes normally
-  (cursor, done record) and no job it sent is retaken after the lease and sent twice.
+THE CURSOR RULE (docs/invariants.md) against the writes it interleaves with (the rule under
+the lease, and what it no longer writes, are in dispatch.shard_sweep's docstring):
+- Two sweeps of one shard (the next tick, Lambda's async retry of the first, a second sweeper
+  on the same shards): only the lease's holder sends and moves the cursor. A sweep that reads
+  a live lease leaves the shard alone; two that read an expired one race on its take, which is
+  conditional on the item's `sweeps` count as read, so one holds it and the other writes
+  nothing (sundial.store.sweeps, THE SHARD LEASE). A holder's release names what it sent above
+  a cursor it held (`sent_above`), so the next holder does not send those again.
+- A cancel during a sweep's send: the cancel lands on the pending item; if before the sweep's
+  read of the item, the job is not sent; if after, its message finds it cancelled at the take.
+  Either way the job needs nothing more and the cursor may pass it.
 - A poison job (queue not configured, malformed item, SQS rejecting the entry as the
-  sender's fault) is marked dead with the reason (a conditional write on the sweep's own
-  claim), so it needs nothing more and the cursor passes it. A retryable failure (throttle,
-  SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
+  sender's fault) is marked dead with the reason (conditional on it still waiting for a sweep:
+  pending, not direct), so it needs nothing more and the cursor passes it. A retryable failure
+  (throttle, SQS internal error, a whole SendMessageBatch failing) holds the cursor instead.
 - A queue's pause: a sweep passes over its pending jobs (the resume's catch-up sends them), and
-  may move its cursor past them only while the queue is still paused: the cursor's update is
-  one transaction with a check of each such queue's pause (SweepStore.advance_cursor). Why: a
-  second sweep that read the queue running (after its resume) may claim such a job and die
-  before sending it; the resume's catch-up leaves a claimed job to its claimer, whose claim only
-  a sweep at or below the job takes over. Had the first sweep moved past it, nothing would.
-  With the check, a resume that lands before the cursor moves makes the transaction fail and
-  the cursor stays; one that lands after finds the cursor moved while paused, and every sweep
-  that reads the queue running reads its range after that, above the job. (Found by the
-  fairness simulation, seed 2; tests/unit/services/test_queues.py names it.)
-- An error on one shard stops only that shard: its cursor is not moved and it writes no
-  done record, so what it claimed is retaken after the lease, as after a crash.
-- A sweeper reads the ranges of all its shards first, then claims one priority at a time over
-  all of them, then finishes each shard (dispatch.sweeper). A read is therefore older when its
-  job is claimed than when shards were swept one by one; nothing relies on its freshness: every
-  claim is conditional on the job as it stands, and a job the sweep read but never looked at
-  (short of time, a failed step) holds the cursor at it (ShardSweep.finish), so the cursor
-  passes only what the sweep itself settled.
+  may move its cursor past them only while the queue is still paused: the release is one
+  transaction with a check of each such queue's pause (SweepStore.finish_sweep). Why: a
+  later sweep that reads the queue running may send such a job and die; had the first sweep
+  moved past it, the next holder would not read it again. With the check, a resume that lands
+  before the release makes it fail (the sweep releases again without moving the cursor); one
+  that lands after finds the cursor moved while paused, and every sweep that reads the queue
+  running reads its range after that, above the job. (Found by the fairness simulation, seed
+  2; tests/unit/services/test_queues.py names it.) A resumed queue's catch-up still owing a
+  shard sends that range's pending jobs itself; the sweep leaves them to it.
+- An error on one shard stops only that shard: it is not finished, so its cursor is not moved
+  and its lease runs out; the next holder sends again from the cursor, as after a crash.
+- A sweeper reads the ranges of all its shards first, then sends one priority at a time over
+  all of them, then finishes each shard. A read is therefore older when its job is sent than
+  when shards were swept one by one; the sweep reads each batch's items right before sending
+  them and sends only those still pending (dispatch.shard_sweep), and a job read but never
+  looked at (short of time, a failed step) holds the cursor at it (ShardSweep.finish), so the
+  cursor passes only what the sweep itself settled. Every shard's messages go out before any
+  shard's release (dispatch.outbox).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ from ulid import ULID
 
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPolicy
+from sundial.dispatch.outbox import Outbox
 from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
 from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
@@ -86,13 +87,11 @@ from sundial.transport.sender import QueueSender
 logger = logging.getLogger(__name__)
 
 
-# Priorities whose claimed jobs are sent as soon as their pass over the shards ends.
+# Priorities whose jobs are sent as soon as their pass over the shards ends.
 URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 
-# Claims in flight at once in one sweep. A claim is one conditional UpdateItem: a few
-# milliseconds in DynamoDB against about half a millisecond of CPU here, so claiming one job
-# at a time leaves a sweeper mostly waiting (BENCHMARKS.md, "CPU per job" and "Scale").
-# boto3 clients are thread-safe; each claim is still its own conditional write.
+# Requests in flight at once in one sweep: a flush's SendMessageBatch requests go out together
+# on this pool (transport.sender).
 CLAIM_CONCURRENCY = 16
 
 # Jobs one shard takes of a (priority, moment) group before the next shard's turn: a job on
@@ -157,25 +156,29 @@ class Sweeper:
         paused = frozenset(name for name, state in states.items() if state.paused)
         cursors = self._sweeps.read_sweep_states(shards)
         report = SweepReport()
-        with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="claim") as claims:
+        with ThreadPoolExecutor(self._claim_concurrency, thread_name_prefix="send") as pool:
+            # Every shard's messages go out together: requests by the jobs, not by the shards.
+            outbox = Outbox(self._tools.sender, self._clock, pool)
             sweeps: list[ShardSweep] = []
             for shard in shards:
                 if remaining_ms is not None and remaining_ms() < SWEEP_DEADLINE_MARGIN_MS:
                     break  # the shards not reached keep their cursors; the next tick continues
-                state = cursors.get(shard)
                 shard_sweep = ShardSweep(
                     self._tools,
                     shard=shard,
-                    cursor=state.cursor if state else None,
+                    state=cursors.get(shard),
                     token=token,
                     remaining_ms=remaining_ms,
-                    claims=claims,
+                    pool=pool,
                     paused_queues=paused,
-                    paced=state.paced if state else None,
+                    catch_ups=_owed(states, shard),
+                    outbox=outbox,
                 )
                 if _isolated(shard_sweep, shard_sweep.read, report):
                     sweeps.append(shard_sweep)
             sweeps = self._dispatch(sweeps, report)
+            sweeps = [s for s in sweeps if _isolated(s, s.stage, report)]
+            outbox.send()  # settles every staged message before any shard is finished
             for shard_sweep in sweeps:
                 if _isolated(shard_sweep, shard_sweep.finish, report):
                     report.add(shard_sweep.report)
@@ -190,7 +193,7 @@ class Sweeper:
         """One (priority, moment) group at a time across every shard, SHARD_TURN jobs per shard
         in turn: when the group's backlog is more than a sweep can send, a critical job of the
         last shard goes before a normal job of the first, and a job due now on the last shard
-        before a later one of the first. What the urgent priorities claimed is sent as soon as
+        before a later one of the first. What the urgent priorities decided is sent as soon as
         they are done, and the first moment's at the end of each turn (later moments fill
         their batches as they come, fewer SQS requests). Returns the shard sweeps still sound."""
         rank: int | None = None
@@ -207,7 +210,7 @@ class Sweeper:
                 for s in sweeps
                 if _isolated(s, partial(s.dispatch_group, group, SHARD_TURN), report)
                 # What is due before the next sweep goes out at the end of its turn, not when
-                # the shard has _FLUSH_AT claimed: other shards' turns come in between.
+                # the shard has _FLUSH_AT decided: other shards' turns come in between.
                 and (group[1] > 0 or _isolated(s, s.flush, report))
             ]
         return sweeps
@@ -236,10 +239,23 @@ class Sweeper:
             report.dispatched += outcome.dispatched
 
 
+def _owed(states: Mapping[str, QueueState], shard: int) -> dict[str, tuple[str, str]]:
+    """{queue: [from, to]} of each resumed queue whose catch-up still owes `shard`: its pending
+    jobs there are the catch-up's to send (dispatch.shard_sweep)."""
+    return {
+        name: (state.catch_from, state.catch_to)
+        for name, state in states.items()
+        if not state.paused
+        and shard in state.catch_shards
+        and state.catch_from is not None
+        and state.catch_to is not None
+    }
+
+
 def _isolated(shard_sweep: ShardSweep, step: Callable[[], object], report: SweepReport) -> bool:
     """Run one step of a shard's sweep; False if it failed. One shard's failure never stops
-    the others: what it claimed and did not send is retaken after the lease, and its cursor
-    holds (a failed shard is not finished, so its cursor is not moved)."""
+    the others: a failed shard is not finished, so its cursor is not moved and its lease runs
+    out; the next holder sends again from the cursor."""
     try:
         step()
     except Exception:

@@ -203,9 +203,13 @@ class Attempts:
                 )
             logger.warning("taking over an attempt whose holder's lease ran out", extra=extra)
             return True
-        direct_pending = job.status is Status.PENDING and job.direct
+        # A pending job is run if a direct send owns it, or if it is due: a sweep sends under
+        # its shard's lease without writing the job (sundial.store.attempts, the take).
+        waiting = job.status is Status.PENDING and (
+            job.direct or job.key.due_ms <= self.deps.clock.now_ms() + CLOCK_SKEW_MS
+        )
         if job.attempts == attempt - 1 and (
-            job.status in (Status.QUEUED, Status.FAILED) or direct_pending
+            job.status in (Status.QUEUED, Status.FAILED) or waiting
         ):
             return True
         logger.info("skipped: not this attempt's turn (duplicate or stale)", extra=extra)

@@ -29,12 +29,11 @@ it), or, on a paused queue, it is written pending and recorded in the queue's `h
 same transaction (QueueStateStore.hold_with, by its physical id); later, it is written pending
 beyond now + DIRECT_WINDOW, so above every cursor (the same margin as submit's, the move being
 an API call under SUBMIT_TIMEOUT). What it interleaves with, and why the invariants hold:
-- A sweep's claim. The claim is a conditional write on the key the sweep read. If it lands
-  first, the move's condition (status as read) fails and the move reads again: the job is now
-  queued, attempts 0, so the move goes on and the sweep's message is stale (older revision). If
-  the move lands first, the claim finds the old item gone or turned into a pointer: a claim never
-  follows a pointer (JobItemStore._update_job `follow`), so it counts as a lost race on a job
-  that is not there, and the cursor may pass: the job is above every cursor, or direct.
+- A sweep's send (under its shard's lease; it writes no job item). The sweep reads the item
+  right before sending: if the move landed first, it finds the old key gone or a pointer (not
+  pending), sends nothing, and the cursor may pass: the job is above every cursor, or direct.
+  If the send came first, the item is still pending, attempts 0: the move goes on and the
+  sweep's message is stale (older revision) at the fence and the take.
 - A consumer's run of the old message. The fence reads the job through the pointer: another
   revision, skipped. If the move lands between the fence's read and the take, the take's
   condition (revision) fails: the job never runs from the old message, and a move that answered
@@ -87,8 +86,8 @@ from sundial.store.payloads import PayloadStore, store_payload
 from sundial.store.queue_states import Hold, QueueStateStore
 from sundial.timing import SUBMIT_IN_FLIGHT_MS
 
-# A move that loses a race to a write that leaves the job movable (a sweep claiming it, a take
-# by a catch-up) reads it again and tries once more, this many times in all.
+# A move that loses a race to a write that leaves the job movable (a direct sender marking it
+# queued, a take by a catch-up) reads it again and tries once more, this many times in all.
 _MOVE_TRIES = 3
 # A change with the same body as the job's last change, within this long of it, is a client's
 # repeat of that change (a request that got no answer, a 503): it finishes that change instead

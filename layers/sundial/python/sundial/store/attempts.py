@@ -10,8 +10,29 @@ running by another delivery) or a redrive's death happens only once `runner_unti
 (by more than the clocks' skew), whatever the message that asks: how many times SQS delivered
 it says nothing about whether the holder still runs.
 
+WHAT A TAKE ACCEPTS (the attempt's first message). A job waits for its take in one of three
+forms: `queued` (sent by a path that marked it so: a direct send's follow-up write, a release),
+`pending` and `direct` (a direct send whose follow-up write has not landed), or `pending` and
+due (a sweep sends jobs under its shard's lease and writes no job item: sundial.store.sweeps,
+THE SHARD LEASE). The last is told from a job the sweep has not sent by its due time, which
+is in its sort key: a message of attempt 1 is visible at the job's due second, never before
+(SQS DelaySeconds, sundial.transport.sender), so a take refused for a job not yet due would
+lose a message that was on time by another clock; the condition allows CLOCK_SKEW_MS. What
+makes a stale or second message a no-op is the rest of the condition, as for every other form:
+the attempt count (a second message of an attempt that is running, or finished, fails it; the
+holder rule turns a live holder's second message away as busy), the revision (a moved or
+retried job is not run from a message of before), and the status itself: a cancel, a pause, a
+DAG's hold or a move lands on the pending item like on any other and the take then fails, so
+a cancel that answered 200 before the take means the job never runs.
+
+The take also removes the item's expiry: a direct job carries one until its sender's
+follow-up write, and when the consumer's take lands first that write is refused (the job is no
+longer pending), so without this a job retried for weeks kept the expiry of a job that would
+never run again, and DynamoDB's TTL deleted it while it was still being retried. The job's end
+sets the expiry it keeps (record_attempt).
+
 Interleavings:
-- The consumer takes the attempt (queued -> running, conditional on the attempt) before it calls
+- The consumer takes the attempt (-> running, conditional on the attempt) before it calls
   the function, and a cancel is conditional on the job not running. The two writes are
   serialised on the job's item: a cancel that answered 200 came first, and the take then fails
   (the function never runs); a take that came first makes the cancel a 409 (running).
@@ -30,7 +51,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sundial.ids import JobKey
+from sundial.ids import JobKey, due_sk_bound
 from sundial.model.job import (
     AttemptError,
     Job,
@@ -56,14 +77,16 @@ def revision_values(revision: int) -> Item:
 class AttemptStore(JobItemStore):
     """Attempt bookkeeping on job items (sundial.runs.attempts is its main user)."""
 
-    # A node of a paused DAG (`held`) is never taken: its DAG's resume sends it again.
+    # A node of a paused DAG (`held`) is never taken: its DAG's resume sends it again. A pending
+    # job is taken if a direct send owns it, or if it is due (a sweep sent it; module doc).
     _RUNNABLE = (
         "(attempts = :prev AND attribute_not_exists(held) AND (#status IN (:queued, :failed)"
-        " OR (#status = :pending AND direct = :true)))"
+        " OR (#status = :pending AND (direct = :true OR sk <= :due))))"
     )
 
-    def _attempt_values(self, attempt: int) -> Item:
+    def _attempt_values(self, attempt: int, now_ms: int) -> Item:
         return {
+            ":due": str_attr(due_sk_bound(now_ms + CLOCK_SKEW_MS, upper=True)),
             ":prev": num_attr(attempt - 1),
             ":n": num_attr(attempt),
             ":queued": str_attr(Status.QUEUED),
@@ -84,8 +107,9 @@ class AttemptStore(JobItemStore):
         revision: int = 0,
         take_over: bool = False,
     ) -> tuple[bool, Job | None]:
-        """Take attempt `attempt`: queued/failed (or pending and direct) -> running, recording
-        its holder, `runner`, and until when that holder is provably alive (`runner_until_ms`:
+        """Take attempt `attempt`: queued/failed (or pending, and direct or due) -> running,
+        recording its holder, `runner`, and until when that holder is provably alive
+        (`runner_until_ms`:
         a Lambda's deadline, a worker's lease), if that attempt is still due and the job is
         still of `revision` (the message's: a job changed since is not run from an older one).
 
@@ -96,7 +120,7 @@ class AttemptStore(JobItemStore):
         holder the other's condition no longer matches)."""
         condition = self._RUNNABLE
         values: Item = {
-            **self._attempt_values(attempt),
+            **self._attempt_values(attempt, now_ms),
             ":now": num_attr(now_ms),
             ":runner": str_attr(runner),
             ":until": num_attr(runner_until_ms),
@@ -115,7 +139,7 @@ class AttemptStore(JobItemStore):
         return self._update_job(
             key,
             update="SET #status = :running, attempts = :n, started_at = :now,"
-            " runner = :runner, runner_until = :until",
+            " runner = :runner, runner_until = :until REMOVE expires_at",
             condition=condition,
             values=values,
             returns=None,
@@ -269,7 +293,7 @@ class AttemptStore(JobItemStore):
                 **revision_values(revision),
                 ":stopped": num_attr(now_ms - CLOCK_SKEW_MS),
                 ":legacy": num_attr(now_ms - LEGACY_RUNNER_MS),
-                **self._attempt_values(attempt),
+                **self._attempt_values(attempt, now_ms),
                 ":dead": str_attr(Status.DEAD),
                 ":now": num_attr(now_ms),
                 ":expires": num_attr(expires_at_s),

@@ -164,6 +164,20 @@ class JobStore(JobItemStore):
             return ClaimOutcome(won=True, current=None, job=job)
         return ClaimOutcome(won=False, current=job)
 
+    def expire_sent_timer(self, key: JobKey, *, expires_at_s: int) -> bool:
+        """A retry timer a sweep has sent: from now on bookkeeping, it expires at
+        `expires_at_s` (it had none while a pause could hold it back: model.job.retry_timer).
+        Only a timer still pending without an expiry (False otherwise, writing nothing)."""
+        written, _ = self._update_job(
+            key,
+            update="SET expires_at = :expires",
+            condition="#status = :pending AND attribute_exists(retry_of)"
+            " AND attribute_not_exists(expires_at)",
+            values={":pending": str_attr(Status.PENDING), ":expires": num_attr(expires_at_s)},
+            returns=None,
+        )
+        return written
+
     def unclaim(self, key: JobKey, *, token: str) -> bool:
         """queued -> pending after a failed send, only if the claim is still ours."""
         written, _ = self._update_job(
@@ -386,13 +400,13 @@ class JobStore(JobItemStore):
         reason: str,
         now_ms: int,
         expires_at_s: int,
-        token: str | None = None,
+        swept: bool = False,
     ) -> bool:
         """A job that can never be dispatched as it is (its queue is not configured, its item
         is malformed, SQS rejected it as the sender's fault) -> dead, with the reason in its
-        history, so it is visible on GET /jobs/{id} and no sweep stops at it again. With
-        `token`, only while it is still claimed by that sweep; without, only while no one may be
-        sending or running it."""
+        history, so it is visible on GET /jobs/{id} and no sweep stops at it again. `swept`:
+        a sweep's, only while the job still waits for a sweep (pending, not direct); without,
+        only while no one may be sending or running it."""
         error = AttemptError(
             attempt=0, at_ms=now_ms, error_type=error_type, message=reason, traceback_head=""
         )
@@ -402,7 +416,7 @@ class JobStore(JobItemStore):
             ":expires": num_attr(expires_at_s),
             **appended_error(error),
         }
-        if token is None:
+        if not swept:
             # A malformed item may lack a status or hold an unknown one: any but these.
             condition = (
                 "attribute_exists(pk) AND (attribute_not_exists(#status)"
@@ -416,8 +430,8 @@ class JobStore(JobItemStore):
                 ":cancelled": str_attr(Status.CANCELLED),
             }
         else:
-            condition = "#status = :queued AND claim_token = :token"
-            values |= {":queued": str_attr(Status.QUEUED), ":token": str_attr(token)}
+            condition = "#status = :pending AND attribute_not_exists(direct)"
+            values |= {":pending": str_attr(Status.PENDING)}
         written, _ = self._update_job(
             key,
             update=MARK_DEAD,
