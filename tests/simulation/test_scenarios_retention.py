@@ -174,3 +174,40 @@ def test_found_by_the_long_profile_a_paused_dags_node_expires_once_a_parent_is_c
         harness.sweeper.sweep(ALL_SHARDS)
         harness.poll()
     assert sorted(e.dag.node for e in harness.calls if e.dag) == ["a", "b", "c"]
+
+
+def test_found_by_chaos_a_dags_child_outlives_a_long_pause_of_its_parents_queue(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # make chaos, seed 71 (the long profile, races only): a DAG's root waited on a paused queue
+    # for 41 days; its blocked children carried the expiry the submit gave them (its time plus
+    # the retention), TTL removed them under the pause, and the root's success released nothing.
+    # Given a DAG `a` -> `b` on a paused queue
+    harness = Harness(deps, clock, lambda envelope: None)
+    deps.queue_control.pause("default")
+    dag = deps.dags.submit(
+        SubmitDag.model_validate(
+            {
+                "name": "d",
+                "nodes": {
+                    "a": {"queue": "default"},
+                    "b": {"queue": "default", "depends_on": ["a"]},
+                },
+            }
+        )
+    )
+    [b] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "b"]
+    # When the queue stays paused for 40 days, with the sweepers and DynamoDB's TTL at work
+    for _ in range(40):
+        clock.advance(seconds=DAY_S)
+        harness.sweeper.sweep(ALL_SHARDS)
+        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    # Then `b` is still there, waiting for `a`
+    assert deps.store.get(b.key) is not None
+    # And once the queue is resumed, `a` runs, then `b`
+    deps.queue_control.resume("default")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+    assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]

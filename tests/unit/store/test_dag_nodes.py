@@ -63,9 +63,9 @@ def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependenci
     child = _node(2, waiting_on=2)
     store.put_new([child], now_ms=NOW)
     # When parent 0 is counted twice and parent 1 once
-    first = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
-    again = nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
-    last = nodes.count_finished_parent(child.key, parent=1, failed=True, expires_at_s=9)
+    first = nodes.count_finished_parent(child.key, parent=0, failed=False)
+    again = nodes.count_finished_parent(child.key, parent=0, failed=False)
+    last = nodes.count_finished_parent(child.key, parent=1, failed=True)
     # Then the repeat was refused, and the last count left nothing to wait for
     assert first[0] and not again[0] and last[0]
     assert again[1] is not None and again[1].dag is not None
@@ -74,7 +74,7 @@ def test_a_parent_is_counted_once_and_the_last_count_reads_zero(deps: Dependenci
     assert after is not None and after.dag is not None
     assert (after.dag.waiting_on, after.dag.done_parents) == (0, frozenset({0, 1}))
     assert after.dag.failed_parents == frozenset({1})
-    assert after.status is Status.BLOCKED and after.expires_at_s == 9
+    assert after.status is Status.BLOCKED and after.expires_at_s is None  # waits any time
 
 
 def test_release_needs_no_parent_left_and_happens_once(deps: Dependencies) -> None:
@@ -82,7 +82,7 @@ def test_release_needs_no_parent_left_and_happens_once(deps: Dependencies) -> No
     child = _node(2, waiting_on=1)
     store.put_new([child], now_ms=NOW)
     assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]  # still waiting
-    nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)
+    nodes.count_finished_parent(child.key, parent=0, failed=False)
     released, after = nodes.release_node(child.key, token="t", now_ms=NOW + 5, released_by=0)
     assert released and after is not None and after.dag is not None
     assert (after.status, after.queued_at_ms, after.expires_at_s) == (Status.QUEUED, NOW + 5, None)
@@ -116,7 +116,7 @@ def test_a_held_node_is_counted_but_not_released(deps: Dependencies) -> None:
     child.dag = replace(child.dag, held=True)
     store.put_new([child], now_ms=NOW)
     assert not nodes.release_node(child.key, token="t", now_ms=NOW, last_parent=0)[0]
-    assert nodes.count_finished_parent(child.key, parent=0, failed=False, expires_at_s=9)[0]
+    assert nodes.count_finished_parent(child.key, parent=0, failed=False)[0]
     assert not nodes.release_node(child.key, token="t", now_ms=NOW)[0]
 
 

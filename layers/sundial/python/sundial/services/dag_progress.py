@@ -243,9 +243,7 @@ class DagProgress:
             if written:
                 return child
         else:
-            written, child = self._nodes.count_finished_parent(
-                child_key, parent=me, failed=failed, expires_at_s=self._expiry()
-            )
+            written, child = self._nodes.count_finished_parent(child_key, parent=me, failed=failed)
             if written:
                 return self.release_ready(child, paused=paused, released_by=me, known=known)
         return self._repair(child, parent, failed, known, paused)
@@ -328,7 +326,7 @@ class DagProgress:
             if written:
                 return released
         written, counted = self._nodes.count_finished_parent(
-            child.key, parent=parent.dag.index, failed=failed, expires_at_s=self._expiry()
+            child.key, parent=parent.dag.index, failed=failed
         )
         if not written:
             return None
@@ -383,10 +381,6 @@ class DagProgress:
             )
             if child is not None and child.dag is not None and child.status is Status.CANCELLED:
                 frontier += [grandchild for grandchild, _ in child.dag.children]
-
-    def _expiry(self) -> int:
-        """A blocked node expires this long after its last parent finished, unless released."""
-        return self._clock.now_ms() // 1000 + self._retention_s
 
     def _token(self) -> str:
         return f"dag:{ULID.from_timestamp(self._clock.now_ms() / 1000)}"

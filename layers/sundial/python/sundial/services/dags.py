@@ -184,9 +184,10 @@ class DagService:
                 waiting_on=len(spec.depends_on),
             )
             if spec.depends_on:
-                # The DAG owns it (the sweeper skips direct items); unreleased, it expires.
+                # The DAG owns it (the sweeper skips direct items). No expiry: its parents may
+                # wait any time (a paused queue or DAG, a parent's retries), and a child that
+                # expired under them was lost (store.dag_nodes: count_finished_parent).
                 job.status, job.direct = Status.BLOCKED, True
-                job.expires_at_s = key.due_ms // 1000 + self._retention_s
             jobs.append(job)
         return jobs
 
@@ -276,11 +277,10 @@ class DagService:
             node.status is Status.PENDING
             and place(node.due_ms, now, queue_paused=node.queue in paused).where is Where.SEND
         )
-        renewed = make_direct or node.status is Status.BLOCKED
         unheld, after = self._nodes.unhold_node(
             node.key,
             make_direct=make_direct,
-            expires_at_s=now // 1000 + self._retention_s if renewed else None,
+            expires_at_s=now // 1000 + self._retention_s if make_direct else None,
         )
         return after if unheld else None
 

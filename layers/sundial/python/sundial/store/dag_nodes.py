@@ -40,25 +40,17 @@ class DagNodeStore(JobItemStore):
         return [item_to_job(item) for item in query_items(self._db, request)]
 
     def count_finished_parent(
-        self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int
+        self, key: JobKey, *, parent: int, failed: bool
     ) -> tuple[bool, Job | None]:
         """Count a blocked node's parent as finished, once: ADD -1 to its waiting_on, unless the
         parent is already in done_parents. Returns (counted, the node after the write, or as it
-        was if not). Exactly one parent's write takes waiting_on to 0. The node's expiry moves
-        on: it expires `expires_at_s` unless released before (an abandoned DAG must not linger),
-        except while it is `held` (its DAG paused, for as long as an operator likes: the resume
-        gives it an expiry back). An update cannot SET an attribute only if another is absent,
-        so a held node's count is a second write, after the first is refused for it."""
-        counted, node = self._count(key, parent=parent, failed=failed, expires_at_s=expires_at_s)
-        if counted or node is None or node.dag is None or not node.dag.held:
-            return counted, node
-        return self._count(key, parent=parent, failed=failed, expires_at_s=None)
-
-    def _count(
-        self, key: JobKey, *, parent: int, failed: bool, expires_at_s: int | None
-    ) -> tuple[bool, Job | None]:
-        """count_finished_parent's write: with an expiry for a node not held, or without one
-        for a held node."""
+        was if not). Exactly one parent's write takes waiting_on to 0.
+        A blocked node has no expiry, here or at its DAG's submit: its other parents may wait
+        any time (a paused queue or DAG, weeks of retries), and an expiry that ran out under
+        them lost the node (make chaos, seed 71 of the long profile). It gets one when it ends
+        (run, cancelled with its DAG or by a parent's failure). The price: a DAG submit that
+        dies after its blocked nodes and before its roots leaves those nodes (never run, never
+        answered 2xx) until an operator cancels the DAG the listing shows."""
         values: Item = {
             ":minus_one": num_attr(-1),
             ":parents": {"NS": [str(parent)]},
@@ -69,13 +61,6 @@ class DagNodeStore(JobItemStore):
             ", failed_parents :parents" if failed else ""
         )
         condition = "#status = :blocked AND NOT contains(done_parents, :parent)"
-        if expires_at_s is None:
-            condition += " AND held = :true"
-            values[":true"] = {"BOOL": True}
-        else:
-            update += " SET expires_at = :expires"
-            condition += " AND attribute_not_exists(held)"
-            values[":expires"] = num_attr(expires_at_s)
         return self._update_job(key, update=update, condition=condition, values=values)
 
     def release_node(
@@ -160,9 +145,8 @@ class DagNodeStore(JobItemStore):
 
     def hold_node(self, key: JobKey) -> tuple[bool, Job | None]:
         """Pause a DAG node that is not yet released: blocked, or a pending root. A held node
-        has no expiry (a DAG may stay paused any time; an unreleased node otherwise expires, so
-        an abandoned DAG does not linger): its resume gives it one again (unhold_node). Returns
-        (held now, the node after the write or as it was)."""
+        has no expiry (a DAG may stay paused any time): its resume gives a root it sends one
+        back (unhold_node). Returns (held now, the node after the write or as it was)."""
         return self._update_job(
             key,
             update="SET held = :true REMOVE expires_at",
@@ -179,8 +163,8 @@ class DagNodeStore(JobItemStore):
     ) -> tuple[bool, Job | None]:
         """Resume a held DAG node. `make_direct`: a pending root that is due by now (or soon),
         which the caller then sends itself; marking it direct keeps sweepers off it.
-        `expires_at_s`: the expiry an unreleased node gets back (a blocked node, or a root the
-        caller sends: if it dies before, the node does not linger); None: none."""
+        `expires_at_s`: the expiry a root the caller sends gets back (if it dies before, the
+        node does not linger); None: none (a blocked node never has one: count_finished_parent)."""
         sets = (["direct = :true"] if make_direct else []) + (
             ["expires_at = :expires"] if expires_at_s is not None else []
         )
