@@ -73,7 +73,8 @@ from ulid import ULID
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPolicy
 from sundial.dispatch.outbox import Outbox
-from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
+from sundial.dispatch.shard_sends import SweepReport
+from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepTools
 from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
