@@ -267,7 +267,7 @@ class ShardSweep(ShardSends):
         except QueueResumed:
             # A queue whose jobs this sweep passed over was resumed meanwhile: a sweep that saw
             # it running may send one of them and die. The cursor stays, so the next sweep
-            # reads them again (THE CURSOR RULE, sundial.timing).
+            # reads them again (THE CURSOR RULE: dispatch.sweeper, docs/invariants.md).
             self._hold_at(self._cursor)
             cursor = self._cursor
             released = self._release(cursor, while_paused=())

@@ -34,8 +34,8 @@ lease's token is no longer its own): nothing it saw is written.
 A holder that dies (before, during or after its sends, or with its release lost) leaves the
 item as the last release wrote it: the next holder reads the same cursor and sends again what
 lies above it. A job sent twice is run once: the consumer's take is conditional on the attempt
-and the revision, and on the job being pending or queued (sundial.store.attempts), so the
-second message finds it running or finished and is a no-op (THE ATTEMPT'S HOLDER, timing)."""
+and the revision, and on the job being pending or queued, so the second message finds it
+running or finished and is a no-op (THE ATTEMPT'S HOLDER, sundial.store.attempts)."""
 
 from __future__ import annotations
 
@@ -354,7 +354,8 @@ class SweepStore(TableAdapter):
         `while_paused`: the queues whose pending jobs this sweep passed over (left to their
         resume's catch-up): the write is then one transaction with a check that each is still
         paused; raises QueueResumed, writing nothing, if one was resumed meanwhile (THE CURSOR
-        RULE, sundial.timing). The caller then releases again without moving the cursor."""
+        RULE: dispatch.sweeper, docs/invariants.md). The caller then releases again without
+        moving the cursor."""
         if len(sent) > SENT_MAX:
             raise ValueError(f"at most {SENT_MAX} keys sent above a cursor")
         sets = ["#c = :c"]
