@@ -80,9 +80,10 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     jobs = ledger["jobs_per_path"]
     delayed, immediate = _path(ledger, "delayed"), _path(ledger, "immediate")
     cancelled, batch = _path(ledger, "cancelled"), _path(ledger, "batch")
-    # A delayed job: put, claim, running (the attempt taken), success, each under 1 KB; it ran once
+    # A delayed job: put, running (the attempt taken), success, each under 1 KB (the sweep sends
+    # it under its shard's lease and writes no job item); it ran once
     assert delayed["outcome"] == {"succeeded": jobs}
-    assert delayed["per_job"]["write_units_job_items"] == 4.0
+    assert delayed["per_job"]["write_units_job_items"] == 3.0
     assert delayed["calls_per_job"]["consumer: dynamodb GetItem"] == 1.0  # the fence
     # An immediate job: put and the submit path's claim, then running and success; one send each
     assert immediate["per_job"]["write_units_job_items"] == 4.0
@@ -98,7 +99,7 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
     assert dynein["per_job"]["write_units_job_items"] == 3.0
     assert dynein["per_job"]["sqs_requests_dispatch"] == 1.0
     # And moto's own figure differs (it is not size-based), which is why the ledger sizes items
-    assert delayed["per_job"]["write_units_reported_by_moto"] != 4.0
+    assert delayed["per_job"]["write_units_reported_by_moto"] != 3.0
     # All in: what the functions logged was counted, and X-Ray priced, on both sides
     assert delayed["log_bytes_per_job"] > 0
     for side in ("schedule", "consume"):
@@ -111,7 +112,7 @@ def test_the_ledger_counts_what_the_design_says_each_path_costs(smoke_run: Path)
         _path(ledger, "rate_limited_batch"),
     )
     assert rate_limited["per_job"]["write_units_quota"] == 1.0
-    assert rate_limited["per_job"]["write_units_job_items"] == 5.0
+    assert rate_limited["per_job"]["write_units_job_items"] == 4.0  # a delayed job's 3, and 1
     assert rate_limited_batch["per_job"]["write_units_quota"] == pytest.approx(1 / 25)
     assert delayed["per_job"]["write_units_quota"] == batch["per_job"]["write_units_quota"] == 0
     assert [q["write_units_per_job"] for q in ledger["cost_curve"]["quota"]] == [1.0, 1 / 25]

@@ -62,7 +62,7 @@ def test_a_job_carries_its_submit_requests_id_to_its_consumer(
     assert stored is not None and stored.correlation_id == REQUEST_ID
     # When the sweeper sends it
     clock.advance(seconds=1000)
-    caplog.set_level(logging.INFO, logger="sundial.dispatch.shard_sweep")
+    caplog.set_level(logging.INFO, logger="sundial.dispatch.shard_sends")
     assert (
         sweeper_lambda.handler({"shards": list(range(8))}, FakeLambdaContext())["dispatched"] == 1
     )

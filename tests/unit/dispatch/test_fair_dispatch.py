@@ -22,7 +22,7 @@ from sundial.ids import JobKey
 from sundial.model.job import Job, Priority, Status
 from sundial.settings import QueueDispatch
 from sundial.store.jobs import JobStore
-from sundial.store.sweeps import ShardSweepState, SweepStore
+from sundial.store.sweeps import SweepStore
 from sundial.timing import SWEEP_LOOKAHEAD_MS
 from sundial.transport.sender import QueueSender
 from sundial.wiring import Dependencies
@@ -259,22 +259,3 @@ def test_priority_comes_first_then_the_moment_then_turns(
     # And the next sweep sends the rest
     sweeper.sweep([0, 1])
     assert {s.job_id for s in sent.sent} == {j.id for j in [*critical, *overdue, soon, later]}
-
-
-def test_the_pacing_state_is_written_with_the_cursor_and_never_by_an_older_sweep(
-    deps: Dependencies,
-) -> None:
-    sweeps = deps.sweeps
-    # Given a shard whose cursor item sweep B wrote with its pacing state
-    assert sweeps.advance_cursor(3, "0000000000100#", paced={"default": 5}, token="sweep:B")
-    # When an older sweep A (a retried tick) comes to write its own, further on
-    refused = sweeps.advance_cursor(3, "0000000000200#", paced={"default": 1}, token="sweep:A")
-    # Then nothing is written: neither its state nor its cursor
-    assert not refused
-    assert sweeps.read_sweep_states([3])[3] == ShardSweepState("0000000000100#", {"default": 5})
-    # And a later sweep may store its state while keeping the cursor where it is, never
-    # moving it back
-    assert sweeps.advance_cursor(3, "0000000000100#", paced={"default": 9}, token="sweep:C")
-    assert not sweeps.advance_cursor(3, "0000000000050#", paced={}, token="sweep:D")
-    assert sweeps.read_sweep_states([3])[3] == ShardSweepState("0000000000100#", {"default": 9})
-    assert sweeps.read_cursors([3]) == {3: "0000000000100#"}

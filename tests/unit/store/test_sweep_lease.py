@@ -135,7 +135,7 @@ def test_a_take_before_a_direct_senders_follow_up_clears_the_expiry(deps: Depend
         "runner_until_ms": NOW + 60_000,
     }
     assert deps.attempt_store.mark_running(job.key, **take)[0]
-    assert not deps.store.claim(job.key, token="submit:x", now_ms=NOW + 5_001, lease_ms=0).won
+    assert not deps.store.claim(job.key, token="submit:x", now_ms=NOW + 5_001, lease_ms=0)
     current = deps.store.get(job.key)
     assert current is not None and current.status is Status.RUNNING
     assert current.expires_at_s is None

@@ -28,13 +28,9 @@ What the sweep does not write any more, and why the rest still holds:
   succeeds (the item is pending) and the take then fails its condition; after the take the
   job is running and they answer 409 as before. GET /jobs/{id} shows such a job `queued`
   (services.job_view: pending, not direct, and due).
-- A job read pending but changed before the sweep reads its item for the send (a cancel, a
-  pause, a move, a direct owner) is not sent: the sweep reads each batch's items (one
-  BatchGetItem per 100) right before sending them, and the cursor may pass it (it needs
-  nothing from a sweep). A change after that read makes the message stale for the take.
-- A retry timer gets its expiry once sent (one write, timers only: bookkeeping from then on).
-- A poison job (no such queue, SQS refusing it as the sender's fault) is marked dead,
-  conditional on it still being pending and not direct.
+- A job changed between the range's read and its send, a failed send, a retry timer's expiry
+  and a poison job: dispatch.shard_sends, which reads, sends and settles what this module
+  decided.
 - A resumed queue's catch-up owes a shard the pending jobs of its range (services.queues): a
   sweep leaves those to it (and may pass them), as it leaves a paused queue's, since the
   catch-up takes whatever it finds pending there and a job this sweep sent is still pending.
@@ -44,17 +40,16 @@ What the sweep does not write any more, and why the rest still holds:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from math import inf
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPlan, DispatchPolicy, Due, Pacer, plan_dispatch
 from sundial.dispatch.outbox import Outbox
-from sundial.ids import JobKey, due_sk_bound
+from sundial.dispatch.shard_sends import ShardSends, SweepReport, SweptJob, dag_held
+from sundial.ids import due_sk_bound
 from sundial.model.job import Job, Priority, Status
 from sundial.services.chain import Action, OccurrenceChain
 from sundial.store.jobs import JobStore
@@ -67,75 +62,17 @@ from sundial.store.sweeps import (
     SweepStore,
 )
 from sundial.timing import SWEEP_DEADLINE_MARGIN_MS, SWEEP_LOOKAHEAD_MS
-from sundial.transport.sender import SQS_BATCH, Outgoing, QueueSender, SendResult
+from sundial.transport.sender import SQS_BATCH, QueueSender
 
 logger = logging.getLogger(__name__)
 
 
 # Send decided jobs to SQS once this many are waiting, so a long backlog streams out.
 _FLUSH_AT = SQS_BATCH * 10
-# Items read per BatchGetItem (DynamoDB's limit).
-_READ_BATCH = 100
 
 
 PRIORITY_ORDER = (Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW)
 _PRIORITY_RANK = {priority: rank for rank, priority in enumerate(PRIORITY_ORDER)}
-
-
-# A due range is read as DueRefs (no payload); a schedule's successor arrives as a Job.
-SweptJob = DueRef | Job
-
-
-@dataclass(slots=True)
-class SweepReport:
-    shards: int = 0
-    seen: int = 0
-    dispatched: int = 0
-    send_failures: int = 0
-    lost_races: int = 0
-    taken_over: int = 0  # legacy claims of a sweeper of before the lease, sent again
-    lease_busy: int = 0  # shards left alone: another sweep held (or took) the lease
-    paused: int = 0  # pending jobs of paused queues, passed over
-    paced: int = 0  # jobs of capped queues sent for a slot later than their due time
-    deferred: int = 0  # jobs of capped queues left pending: no slot within SQS's 15 minutes
-    poisoned: int = 0  # jobs that can never be sent as they are, marked dead with the reason
-    errors: int = 0  # AWS errors met (a claim, an un-claim, a shard), each isolated
-    held_shards: list[int] = field(default_factory=list)
-    failed_shards: list[int] = field(default_factory=list)  # swept no further after an error
-    # Per job sent: visible in SQS - due, in ms (transport.sender.SendResult.lateness_ms).
-    lateness_ms: list[int] = field(default_factory=list, repr=False)
-
-    def add(self, other: SweepReport) -> None:
-        self.shards += other.shards
-        self.seen += other.seen
-        self.dispatched += other.dispatched
-        self.send_failures += other.send_failures
-        self.lost_races += other.lost_races
-        self.taken_over += other.taken_over
-        self.lease_busy += other.lease_busy
-        self.paused += other.paused
-        self.paced += other.paced
-        self.deferred += other.deferred
-        self.poisoned += other.poisoned
-        self.errors += other.errors
-        self.held_shards += other.held_shards
-        self.failed_shards += other.failed_shards
-        self.lateness_ms += other.lateness_ms
-
-    def summary(self) -> dict[str, object]:
-        """The report as logged and returned: the counts, and the lateness as percentiles
-        rather than one number per job."""
-        counts = {
-            name: getattr(self, name) for name in self.__dataclass_fields__ if name != "lateness_ms"
-        }
-        ordered = sorted(self.lateness_ms)
-        if ordered:
-            counts["lateness_ms"] = {
-                "p50": ordered[(len(ordered) - 1) // 2],
-                "p99": ordered[int(0.99 * (len(ordered) - 1))],
-                "max": ordered[-1],
-            }
-        return counts
 
 
 @dataclass(frozen=True)
@@ -151,7 +88,7 @@ class SweepTools:
     policy: DispatchPolicy = field(default_factory=DispatchPolicy)
 
 
-class ShardSweep:
+class ShardSweep(ShardSends):
     def __init__(
         self,
         tools: SweepTools,
@@ -330,7 +267,7 @@ class ShardSweep:
         except QueueResumed:
             # A queue whose jobs this sweep passed over was resumed meanwhile: a sweep that saw
             # it running may send one of them and die. The cursor stays, so the next sweep
-            # reads them again (THE CURSOR RULE, sundial.timing).
+            # reads them again (THE CURSOR RULE: dispatch.sweeper, docs/invariants.md).
             self._hold_at(self._cursor)
             cursor = self._cursor
             released = self._release(cursor, while_paused=())
@@ -357,10 +294,6 @@ class ShardSweep:
             while_paused=while_paused,
         )
 
-    def flush(self) -> None:
-        """Send what this sweep has decided so far (the sweeper does after its urgent passes)."""
-        self._flush()
-
     def _pacing_state(self) -> dict[str, int] | None:
         """The pacing state to store if this sweep placed a job (else None: left as it is).
         A slot already past is dropped: it means the same as none (now)."""
@@ -377,7 +310,7 @@ class ShardSweep:
         return (
             job.status is Status.PENDING
             and not job.direct
-            and not _dag_held(job)
+            and not dag_held(job)
             and job.queue not in self._paused_queues
             and job.key.sk not in self._state.sent
         )
@@ -396,7 +329,7 @@ class ShardSweep:
         now = self._clock.now_ms()
         if job.direct:
             return  # the submit path owns it
-        if _dag_held(job):
+        if dag_held(job):
             return  # a root of a paused DAG: resuming the DAG dispatches it
         if job.status is Status.PENDING:
             if job.key.sk in self._state.sent:
@@ -469,134 +402,5 @@ class ShardSweep:
         if successor is not None and successor.key.sk <= self._frontier_sk:
             self._consider(successor)
 
-    def _read_items(self, decided: list[SweptJob]) -> list[Job]:
-        """The items of the jobs decided, read right before their send (refs carry no
-        payload): those still waiting for a sweep's send. A job changed since it was read
-        (cancelled, paused, moved, made direct, taken) needs nothing from this sweep."""
-        refs = [job.key for job in decided if isinstance(job, DueRef)]
-        items: dict[JobKey, Job | Malformed] = {}
-        for start in range(0, len(refs), _READ_BATCH):
-            chunk = refs[start : start + _READ_BATCH]
-            try:
-                items |= self._sweeps.fetch_jobs(chunk)
-            except (ClientError, BotoCoreError):
-                logger.exception("reading jobs of shard %s failed", self._shard)
-                self.report.errors += 1
-                self._hold_at(min(key.sk for key in chunk))
-                return []
-        ready: list[Job] = []
-        for job in decided:
-            current = job if isinstance(job, Job) else items.get(job.key)
-            if isinstance(current, Malformed):
-                self._poison(job, "MalformedJob", current.reason)
-            elif current is not None and _waits_for_send(current, legacy=job.status):
-                ready.append(current)
-        return ready
-
-    def _flush(self) -> None:
-        """Put in the outbox what this sweep decided, and send the outbox (with whatever other
-        shards put there)."""
-        self.stage()
-        self._outbox.send()
-
-    def stage(self) -> None:
-        """Read and put in the outbox what is decided, without sending (the sweeper sends the
-        outbox once for every shard before it finishes them)."""
-        decided, self._to_send = self._to_send, []
-        ready = self._read_items(decided)
-        self._outbox.add(
-            self,
-            [
-                Outgoing(job, attempt=job.retry_attempt or 1, slot_ms=self._slots.get(job.key.sk))
-                for job in ready
-            ],
-        )
-
-    def settle(self, outgoing: Sequence[Outgoing], result: SendResult) -> None:
-        """The outcome of this sweep's messages (dispatch.outbox)."""
-        failed = {message.job.id for message in result.failed}
-        sent = [o.job for o in outgoing if o.job.id not in failed]
-        self.report.dispatched += len(sent)
-        self.report.paced += sum(
-            1 for o in outgoing if o.visible_at_ms > o.run_at_ms and o.job.id not in failed
-        )
-        self.report.lateness_ms += result.lateness_ms
-        self._sent.update(job.key.sk for job in sent)
-        if logger.isEnabledFor(logging.INFO):
-            # Each job sent with the request that submitted it, so one job can be followed
-            # from the API's logs through this one to its consumer's (about 80 bytes a job).
-            jobs = {job.id: job.correlation_id for job in sent}
-            logger.info("jobs sent", extra={"shard": self._shard, "jobs": jobs})
-        for rejected in result.rejected:
-            self._poison(rejected.message.job, rejected.error_type, rejected.reason)
-        for message in result.retry:
-            self.report.send_failures += 1
-            self._hold_at(message.job.key.sk)  # still pending: the next sweep sends it
-        for job in sent:
-            if job.retry_of is not None:
-                self._expire_timer(job)
-
-    def _expire_timer(self, timer: Job) -> None:
-        """A retry timer sent is bookkeeping: it expires after the retention (best effort: one
-        left without is only kept, never sent again, being below the cursor)."""
-        try:
-            self._store.expire_sent_timer(timer.key, expires_at_s=self._expires_at_s)
-        except (ClientError, BotoCoreError):
-            logger.exception("setting the expiry of timer %s failed", timer.id)
-
-    def _poison(self, job: SweptJob | Job, error_type: str, reason: str) -> None:
-        """A job that can never be sent as it is: dead, with the reason, if it is still pending
-        and no one else owns it."""
-        logger.warning("poison job %s: %s", job.id, reason)
-        try:
-            self._store.mark_poisoned(
-                job.key,
-                error_type=error_type,
-                reason=reason,
-                now_ms=self._clock.now_ms(),
-                expires_at_s=self._expires_at_s,
-                swept=True,
-            )
-        except (ClientError, BotoCoreError):
-            logger.exception("marking %s dead failed", job.id)
-            self.report.errors += 1
-            self._hold_at(job.key.sk)
-            return
-        # Refused only if it is no longer waiting for a sweep (cancelled meanwhile): nothing to
-        # send either.
-        self.report.poisoned += 1
-
-    def _poison_malformed(self, ref: Malformed) -> None:
-        """An item in the range that is not a valid job: dead if it may be pending, so no
-        sweep meets it again; the cursor passes it (it can never be sent)."""
-        logger.warning("malformed item %s: %s", ref.key, ref.reason)
-        if ref.key is None or self._store.mark_poisoned(
-            ref.key,
-            error_type="MalformedJob",
-            reason=ref.reason,
-            now_ms=self._clock.now_ms(),
-            expires_at_s=self._expires_at_s,
-        ):
-            self.report.poisoned += 1
-
-    def _hold_at(self, sk: str) -> None:
-        if self._hold is None or sk < self._hold:
-            self._hold = sk
-
     def _short_of_time(self) -> bool:
         return self._remaining_ms is not None and self._remaining_ms() < SWEEP_DEADLINE_MARGIN_MS
-
-
-def _waits_for_send(job: Job, *, legacy: Status) -> bool:
-    """Is `job`, as read right before its send, still for a sweep to send? A legacy claim
-    (queued) was decided as such; anything else must still be pending and nobody else's."""
-    if legacy is Status.QUEUED:
-        return job.status is Status.QUEUED
-    return job.status is Status.PENDING and not job.direct and not _dag_held(job)
-
-
-def _dag_held(job: SweptJob) -> bool:
-    """A root of a paused DAG (services.dags): read as a DueRef, or as a Job (a successor)."""
-    if isinstance(job, DueRef):
-        return job.held
-    return job.dag is not None and job.dag.held

@@ -73,7 +73,8 @@ from ulid import ULID
 from sundial.clock import Clock
 from sundial.dispatch.fairness import DispatchPolicy
 from sundial.dispatch.outbox import Outbox
-from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepReport, SweepTools
+from sundial.dispatch.shard_sends import SweepReport
+from sundial.dispatch.shard_sweep import PRIORITY_ORDER, ShardSweep, SweepTools
 from sundial.model.job import Priority
 from sundial.services.chain import OccurrenceChain
 from sundial.services.queues import CATCH_UP_STALE_MS, CatchUp
@@ -91,7 +92,9 @@ logger = logging.getLogger(__name__)
 URGENT = frozenset({Priority.CRITICAL, Priority.HIGH})
 
 # Requests in flight at once in one sweep: a flush's SendMessageBatch requests go out together
-# on this pool (transport.sender).
+# on this pool (transport.sender). Named for claims, which a sweep no longer makes: bench
+# modules import it and bench.fairness also runs them against the package of an older revision
+# (BEFORE_FAIR), which has only this name.
 CLAIM_CONCURRENCY = 16
 
 # Jobs one shard takes of a (priority, moment) group before the next shard's turn: a job on

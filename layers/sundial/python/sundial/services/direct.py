@@ -40,6 +40,6 @@ class DirectSender:
             if job.id in failed:
                 continue
             chained = job.schedule_id is not None
-            if self._store.claim(job.key, token=token, now_ms=now, lease_ms=0, chained=chained).won:
+            if self._store.claim(job.key, token=token, now_ms=now, lease_ms=0, chained=chained):
                 job.status, job.queued_at_ms, job.expires_at_s = Status.QUEUED, now, None
         return [job for job in jobs if job.id in failed]

@@ -412,7 +412,7 @@ class JobService:
         if self._sender.send([Outgoing(job, attempt=job.attempts + 1, due_ms=now)], now_ms=now):
             raise Unavailable(f"job {job.id} could not be handed to SQS; retry the request")
         token = f"retry:{ULID.from_timestamp(now / 1000)}"
-        if self._store.claim(key, token=token, now_ms=now, lease_ms=0, chained=occurrence).won:
+        if self._store.claim(key, token=token, now_ms=now, lease_ms=0, chained=occurrence):
             job.status, job.queued_at_ms = Status.QUEUED, now
         return job
 

@@ -370,7 +370,7 @@ class JobItemStore(TableAdapter):
 
         `follow`: `key` comes from a job id, so a condition that fails on a moved job's pointer
         is tried again at the job's current key. Without it (`key` is where a job was read: a
-        sweep's claim, a consumer's attempt), a moved job counts as gone (False, None): a claim
+        claim, a consumer's attempt), a moved job counts as gone (False, None): a claim
         must never reach a job at another due time."""
         expressions = update + condition
         all_names = {"#status": "status", **(names or {})}

@@ -1,10 +1,9 @@
-"""Job items and their transitions before an attempt runs: written, claimed by a sweep, sent
-directly, cancelled, paused, resumed, held for a paused queue, or poisoned."""
+"""Job items and their transitions before an attempt runs: written, claimed by a direct
+sender, cancelled, paused, resumed, held for a paused queue, or poisoned."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sundial.errors import Unavailable
@@ -66,13 +65,6 @@ def may_be_behind_a_sweep(due_ms: int, *, written_by_ms: int) -> bool:
     return written_by_ms + SWEEP_LOOKAHEAD_MS + CLOCK_SKEW_MS >= due_ms
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimOutcome:
-    won: bool
-    current: Job | None  # the item as it was when the claim lost; None if it won or vanished
-    job: Job | None = None  # with return_job, the job as claimed (the sweeper reads no payload)
-
-
 class JobStore(JobItemStore):
     """The job items of the table (see sundial.store for the layout)."""
 
@@ -110,35 +102,16 @@ class JobStore(JobItemStore):
         return self._get_job(key)
 
     def claim(
-        self,
-        key: JobKey,
-        *,
-        token: str,
-        now_ms: int,
-        lease_ms: int,
-        from_token: str | None = None,
-        expires_at_s: int | None = None,
-        swept: bool = False,
-        chained: bool = False,
-        return_job: bool = False,
-    ) -> ClaimOutcome:
-        """pending -> queued, conditionally. With `from_token`, instead take over a queued job whose
-        claim by `from_token` has expired (its claimer crashed before confirming the send).
-        The claim clears the item's expiry (set only on direct jobs until they are claimed), or
-        sets `expires_at_s` (a retry timer's: it is bookkeeping once sent). A root of
-        a paused DAG (`held`) is not claimed: resuming the DAG dispatches it.
-        `swept`: a sweeper's claim, which never takes a direct job (another path sends it, and
-        the sweeper's read may predate it becoming direct). `chained`: also record that the
-        job's schedule has advanced past it."""
-        if from_token is None:
-            condition = "#status = :pending AND attribute_not_exists(held)"
-            if swept:
-                condition += " AND attribute_not_exists(direct)"
-            values: Item = {":pending": str_attr(Status.PENDING)}
-        else:
-            condition = "#status = :queued AND claim_token = :old AND lease_until < :now"
-            values = {":old": str_attr(from_token), ":now": num_attr(now_ms)}
-        values |= {
+        self, key: JobKey, *, token: str, now_ms: int, lease_ms: int, chained: bool = False
+    ) -> bool:
+        """pending -> queued, conditionally: the direct sender's record that it sent the job
+        (submit, a resume or take, a retry, a queue's catch-up: services.direct). The claim
+        clears the item's expiry (set only on direct jobs until they are claimed). A root of a
+        paused DAG (`held`) is not claimed: resuming the DAG dispatches it. `chained`: also
+        record that the job's schedule has advanced past it. False, writing nothing, if the
+        job is no longer pending."""
+        values: Item = {
+            ":pending": str_attr(Status.PENDING),
             ":queued": str_attr(Status.QUEUED),
             ":token": str_attr(token),
             ":lease": num_attr(now_ms + lease_ms),
@@ -146,23 +119,17 @@ class JobStore(JobItemStore):
         }
         if chained:
             values[":true"] = {"BOOL": True}
-        if expires_at_s is not None:
-            values[":expires"] = num_attr(expires_at_s)
-        won, job = self._update_job(
+        won, _ = self._update_job(
             key,
             update=(
                 "SET #status = :queued, claim_token = :token, lease_until = :lease,"
-                " queued_at = :at"
-                + (", chained = :true" if chained else "")
-                + (", expires_at = :expires" if expires_at_s is not None else " REMOVE expires_at")
+                " queued_at = :at" + (", chained = :true" if chained else "") + " REMOVE expires_at"
             ),
-            condition=condition,
+            condition="#status = :pending AND attribute_not_exists(held)",
             values=values,
-            returns="ALL_NEW" if return_job else None,
+            returns=None,
         )
-        if won:
-            return ClaimOutcome(won=True, current=None, job=job)
-        return ClaimOutcome(won=False, current=job)
+        return won
 
     def expire_sent_timer(self, key: JobKey, *, expires_at_s: int) -> bool:
         """A retry timer a sweep has sent: from now on bookkeeping, it expires at
@@ -174,21 +141,6 @@ class JobStore(JobItemStore):
             condition="#status = :pending AND attribute_exists(retry_of)"
             " AND attribute_not_exists(expires_at)",
             values={":pending": str_attr(Status.PENDING), ":expires": num_attr(expires_at_s)},
-            returns=None,
-        )
-        return written
-
-    def unclaim(self, key: JobKey, *, token: str) -> bool:
-        """queued -> pending after a failed send, only if the claim is still ours."""
-        written, _ = self._update_job(
-            key,
-            update="SET #status = :pending REMOVE claim_token, lease_until, queued_at",
-            condition="#status = :queued AND claim_token = :token",
-            values={
-                ":pending": str_attr(Status.PENDING),
-                ":queued": str_attr(Status.QUEUED),
-                ":token": str_attr(token),
-            },
             returns=None,
         )
         return written

@@ -34,8 +34,8 @@ lease's token is no longer its own): nothing it saw is written.
 A holder that dies (before, during or after its sends, or with its release lost) leaves the
 item as the last release wrote it: the next holder reads the same cursor and sends again what
 lies above it. A job sent twice is run once: the consumer's take is conditional on the attempt
-and the revision, and on the job being pending or queued (sundial.store.attempts), so the
-second message finds it running or finished and is a no-op (THE ATTEMPT'S HOLDER, timing)."""
+and the revision, and on the job being pending or queued, so the second message finds it
+running or finished and is a no-op (THE ATTEMPT'S HOLDER, sundial.store.attempts)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ CURSOR_SK = "cursor"
 
 class QueueResumed(Exception):
     """A queue whose jobs a sweep passed over (paused) was resumed before the sweep moved its
-    cursor: the cursor stays where it was (SweepStore.advance_cursor)."""
+    cursor: the cursor stays where it was (SweepStore.finish_sweep)."""
 
 
 # Sort keys kept in `sent` (about 40 bytes each): a release writes at most ~40 KB.
@@ -251,57 +251,19 @@ class SweepStore(TableAdapter):
                 raise Unavailable("DynamoDB left sweep cursors unread")
         return states
 
-    def advance_cursor(
-        self,
-        shard: int,
-        cursor: str,
-        *,
-        paced: Mapping[str, int] | None = None,
-        token: str | None = None,
-        while_paused: Collection[str] = (),
-    ) -> bool:
-        """Move a shard's cursor forward, never back: concurrent sweepers may race here.
-
-        With `paced` (the shard's pacing state after sweep `token`), the same write stores it
-        and the cursor may also stay where it is; it is refused, writing nothing, if a later
-        sweep (tokens sort by time) has stored its own state, or the cursor has moved past
-        `cursor` meanwhile. A refused write loses only pacing precision: not moving a cursor
-        is always safe (THE CURSOR RULE, sundial.timing).
-
-        `while_paused`: the queues whose pending jobs this sweep passed over (left to their
-        resume's catch-up). The cursor then moves only while every one of them is still paused,
-        in one transaction with a check of each; raises QueueResumed, writing nothing, if one
-        was resumed meanwhile (a sweep that saw it running may have claimed such a job, and only
-        a sweep below it can take that claim over: sundial.timing, THE CURSOR RULE)."""
-        update: dict[str, Any] = {
-            "Key": {"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
-            "UpdateExpression": "SET #c = :c",
-            "ConditionExpression": "attribute_not_exists(#c) OR #c < :c",
-            "ExpressionAttributeNames": {"#c": "cursor"},
-            "ExpressionAttributeValues": {":c": str_attr(cursor)},
-        }
-        if paced is not None:
-            if token is None:
-                raise ValueError("a pacing state needs the sweep's token")
-            update["UpdateExpression"] = "SET #c = :c, paced = :p, paced_by = :t"
-            update["ConditionExpression"] = (
-                "(attribute_not_exists(#c) OR #c <= :c)"
-                " AND (attribute_not_exists(paced_by) OR paced_by < :t)"
-            )
-            update["ExpressionAttributeValues"] |= {
-                ":p": {"M": {queue: num_attr(ms) for queue, ms in sorted(paced.items())}},
-                ":t": str_attr(token),
-            }
-        if not while_paused:
-            moved, _ = self._write_if("update", **update)
-            return moved
-        failed = transact(
-            self._db,
-            [{"Update": {"TableName": self._table, **update}}, *self._paused(while_paused)],
+    def advance_cursor(self, shard: int, cursor: str) -> bool:
+        """Move a shard's cursor forward, never back, outside any lease: True if it moved.
+        No sweep calls it (a sweep's release moves the cursor: finish_sweep); it places a
+        cursor for the tests that start from a swept shard."""
+        moved, _ = self._write_if(
+            "update",
+            Key={"pk": str_attr(shard_pk(shard)), "sk": str_attr(CURSOR_SK)},
+            UpdateExpression="SET #c = :c",
+            ConditionExpression="attribute_not_exists(#c) OR #c < :c",
+            ExpressionAttributeNames={"#c": "cursor"},
+            ExpressionAttributeValues={":c": str_attr(cursor)},
         )
-        if any(index > 0 for index in failed):
-            raise QueueResumed(sorted(while_paused))
-        return not failed
+        return moved
 
     def fetch_jobs(self, keys: Sequence[JobKey]) -> dict[JobKey, Job | Malformed]:
         """The items at `keys` (at most 100), read consistently with one BatchGetItem (and its
@@ -392,7 +354,8 @@ class SweepStore(TableAdapter):
         `while_paused`: the queues whose pending jobs this sweep passed over (left to their
         resume's catch-up): the write is then one transaction with a check that each is still
         paused; raises QueueResumed, writing nothing, if one was resumed meanwhile (THE CURSOR
-        RULE, sundial.timing). The caller then releases again without moving the cursor."""
+        RULE: dispatch.sweeper, docs/invariants.md). The caller then releases again without
+        moving the cursor."""
         if len(sent) > SENT_MAX:
             raise ValueError(f"at most {SENT_MAX} keys sent above a cursor")
         sets = ["#c = :c"]
