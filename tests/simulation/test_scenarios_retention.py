@@ -211,3 +211,44 @@ def test_found_by_chaos_a_dags_child_outlives_a_long_pause_of_its_parents_queue(
         harness.sweeper.sweep(ALL_SHARDS)
         harness.poll()
     assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
+
+
+def test_found_by_the_long_profile_a_dags_child_due_now_outlives_a_long_pause_of_a_parents_queue(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # The long profile, seed 71 (races only), after the fix above: a DAG due at once, its child
+    # `d` (queue default) waiting on `b` (default) and `c` (email, paused). Its blocked node
+    # still expired: new_job gives a node due within the direct window the expiry of a direct
+    # job (make_direct: its time plus the retention), which the submit kept; `b` counted on it,
+    # the pause lasted 40 days, TTL removed `d` and `c`'s count found nothing.
+    # Given a DAG a -> b, a -> c, (b, c) -> d due now, with c's queue paused once a has run
+    harness = Harness(deps, clock, lambda envelope: None)
+    nodes = {
+        "a": {"queue": "default"},
+        "b": {"queue": "default", "depends_on": ["a"]},
+        "c": {"queue": "email", "depends_on": ["a"]},
+        "d": {"queue": "default", "depends_on": ["b", "c"]},
+    }
+    dag = deps.dags.submit(SubmitDag.model_validate({"name": "d", "nodes": nodes}))
+    deps.queue_control.pause("email")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+    assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
+    [d] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "d"]
+    # When email stays paused for 40 days, with the sweepers and DynamoDB's TTL at work
+    for _ in range(40):
+        clock.advance(seconds=DAY_S)
+        harness.sweeper.sweep(ALL_SHARDS)
+        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    # Then `d` is still there, waiting for `c`
+    assert deps.store.get(d.key) is not None
+    # And once email is resumed, `c` runs, then `d`
+    deps.queue_control.resume("email")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll("email")
+        harness.poll()
+    assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b", "c", "d"]
