@@ -19,6 +19,7 @@ from sundial.clock import ManualClock
 from sundial.ids import JobKey
 from sundial.model.dag import SubmitDag
 from sundial.model.job import Status
+from sundial.model.schedule import CreateSchedule
 from sundial.model.submission import SubmitJob
 from sundial.retry import RetryPolicy
 from sundial.store.dag_listing import DAG_LISTING_PREFIX
@@ -32,6 +33,7 @@ from tests.support import (
     StreamReader,
     create_table,
     expire_by_ttl,
+    receive_all,
 )
 
 DAY_S = 86_400
@@ -211,3 +213,88 @@ def test_found_by_chaos_a_dags_child_outlives_a_long_pause_of_its_parents_queue(
         harness.sweeper.sweep(ALL_SHARDS)
         harness.poll()
     assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
+
+
+def test_found_by_the_long_profile_a_dags_child_due_now_outlives_a_long_pause_of_a_parents_queue(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # The long profile, seed 71 (races only), after the fix above: a DAG due at once, its child
+    # `d` (queue default) waiting on `b` (default) and `c` (email, paused). Its blocked node
+    # still expired: new_job gives a node due within the direct window the expiry of a direct
+    # job (make_direct: its time plus the retention), which the submit kept; `b` counted on it,
+    # the pause lasted 40 days, TTL removed `d` and `c`'s count found nothing.
+    # Given a DAG a -> b, a -> c, (b, c) -> d due now, with c's queue paused once a has run
+    harness = Harness(deps, clock, lambda envelope: None)
+    nodes = {
+        "a": {"queue": "default"},
+        "b": {"queue": "default", "depends_on": ["a"]},
+        "c": {"queue": "email", "depends_on": ["a"]},
+        "d": {"queue": "default", "depends_on": ["b", "c"]},
+    }
+    dag = deps.dags.submit(SubmitDag.model_validate({"name": "d", "nodes": nodes}))
+    deps.queue_control.pause("email")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+    assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
+    [d] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "d"]
+    # When email stays paused for 40 days, with the sweepers and DynamoDB's TTL at work
+    for _ in range(40):
+        clock.advance(seconds=DAY_S)
+        harness.sweeper.sweep(ALL_SHARDS)
+        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    # Then `d` is still there, waiting for `c`
+    assert deps.store.get(d.key) is not None
+    # And once email is resumed, `c` runs, then `d`
+    deps.queue_control.resume("email")
+    for _ in range(3):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll("email")
+        harness.poll()
+    assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b", "c", "d"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="domain bug, reported to the lead: ScheduleService._position finds the chain's head"
+    " from the newest run record, which expires a retention after its occurrence's time; a"
+    " schedule paused longer than that (or whose head is that far past its last run) is"
+    " resumed from its first occurrence and its parked head is never released",
+)
+def test_found_by_the_long_profile_a_schedule_paused_past_the_retention_resumes_its_chain(
+    deps: Dependencies, clock: ManualClock
+) -> None:
+    # The long profile, seed 71 (races only): a schedule paused for a 70-day jump. Its run
+    # records expire a retention (30 days) after their occurrence's time, so by the resume none
+    # was left; ScheduleService._position, finding no record, took the schedule's first
+    # occurrence for the head (long run and gone), the resume released nothing, and the parked
+    # head stayed parked: the chain stopped for good.
+    # Given an hourly schedule that has run three times, then is paused (its next occurrence parked)
+    sqs = boto3.client("sqs")
+    url = deps.settings.queue_urls["default"]
+    harness = Harness(deps, clock, lambda envelope: None)
+    schedule = deps.schedules.create(CreateSchedule(queue="default", cron="30 * * * *")).schedule
+    for _ in range(150):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+    assert len(harness.calls) == 3
+    deps.schedules.pause(schedule.id)
+    # When it stays paused for 70 days, with the sweepers and DynamoDB's TTL at work
+    for _ in range(70):
+        clock.advance(seconds=DAY_S)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    assert len(harness.calls) == 3
+    # And is resumed
+    deps.schedules.resume(schedule.id)
+    # Then it runs again, every hour
+    for _ in range(150):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        harness.poll()
+    assert len(harness.calls) >= 5, receive_all(sqs, url)
+    assert deps.schedules.get(schedule.id).next_run_at_ms is not None

@@ -186,8 +186,9 @@ class DagService:
             if spec.depends_on:
                 # The DAG owns it (the sweeper skips direct items). No expiry: its parents may
                 # wait any time (a paused queue or DAG, a parent's retries), and a child that
-                # expired under them was lost (store.dag_nodes: count_finished_parent).
-                job.status, job.direct = Status.BLOCKED, True
+                # expired under them was lost (store.dag_nodes: count_finished_parent). That
+                # includes the expiry new_job gives a node due within the direct window.
+                job.status, job.direct, job.expires_at_s = Status.BLOCKED, True, None
             jobs.append(job)
         return jobs
 
