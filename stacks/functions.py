@@ -323,9 +323,12 @@ class JobFunctions(Construct):
         # are conditional updates; a resumed job due soon is sent at once. A change of a job's
         # time (PATCH /jobs/{id}) is one transaction: put the job at its new key, put or update
         # the pointer at its origin, delete its previous item; sent at once if due soon.
+        # GET of a pending job reads its shard's cursor item (BatchGetItem, as the sweeper
+        # reads them): `queued` is derived, a job below the cursor or sent above it.
         table.grant(
             self.jobs,
             "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
             "dynamodb:UpdateItem",
             "dynamodb:PutItem",
             "dynamodb:Query",
@@ -383,10 +386,11 @@ class JobFunctions(Construct):
                 "aliases); the wildcard never reaches another function."
             ),
         )
-        # sweeper: range-query a shard's due jobs, claim each with a conditional update, and
-        # send the claimed jobs to their queues. For a schedule's occurrence it reads the
+        # sweeper: take a shard's lease on its cursor item (a conditional update), range-query
+        # its due jobs, read their items (BatchGetItem) and send them to their queues, then
+        # move the cursor and release the lease. For a schedule's occurrence it reads the
         # schedule and puts the run record and the next occurrence; it reads the queue states
-        # (paused queues) and records a sweep that held its cursor ("done" items).
+        # (paused queues).
         # An occurrence of a paused schedule is parked in a transaction that checks the pause
         # (ConditionCheckItem).
         table.grant(

@@ -55,8 +55,12 @@ EXPECTED = {
     | SEND
     | PAYLOAD_PUT,
     # Read, cancel and retry jobs; query, delete (purge, replay) dead letters; a change's new
-    # payload stored, or a later time's payload refreshed.
-    "jobs": CONSUMER_TABLE | {"dynamodb:Query", "dynamodb:DeleteItem"} | SEND | PAYLOAD_PUT,
+    # payload stored, or a later time's payload refreshed; a pending job's shard cursor read
+    # (BatchGetItem) to tell whether a sweep sent it (`queued` is derived).
+    "jobs": CONSUMER_TABLE
+    | {"dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"}
+    | SEND
+    | PAYLOAD_PUT,
     # Lease jobs from every queue and run their lifecycle as the consumer SDK does.
     "workers": LEASE | SEND | CONSUMER_TABLE | QUEUE_STATES | PAYLOAD_READ,
     # Drain every DLQ into index items, marking redriven jobs dead (and releasing a redriven
