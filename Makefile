@@ -100,9 +100,9 @@ test: deps chromium lint ## Lint, run every test, synth and cfn-lint
 
 .PHONY: chaos
 # Jobs submitted; under the injected faults about 96% are accepted, so 10500 gives 10,000 or more.
-CHAOS_JOBS ?= 10500
+CHAOS_JOBS ?= 11000
 CHAOS_SEED ?= 1
-chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 10500) with random faults; non-zero on any violation
+chaos: $(VENV)/.installed ## Simulate CHAOS_JOBS jobs (default 11000) with random faults; non-zero on any violation
 	$(PY) -m tests.simulation --chaos --jobs $(CHAOS_JOBS) --seed $(CHAOS_SEED)
 
 # The ports are checked before the (slow) synth: a busy one fails at once, naming its variable.
