@@ -55,28 +55,43 @@ def cost_per_million(rows: list[tuple[str, dict[str, Any]]], path: Path) -> str:
     return _save(figure, path)
 
 
+def _design_curves(
+    axes: Any, rows: list[dict[str, Any]], sundial: str, eventbridge: str
+) -> list[int]:
+    """$ per million against jobs per tick for Sundial (single submits, batches of 25), the
+    Dynein-style model and EventBridge Scheduler; returns the x values (jobs per tick)."""
+    xs = [r["jobs_per_tick"] for r in rows]
+    for key, label, style in (
+        ("sundial", f"{sundial}, single submits", "o-"),
+        ("sundial_batched", f"{sundial}, batches of 25", "o--"),
+        ("dynein", "Dynein-style (model)", "s-"),
+        ("eventbridge", eventbridge, "^-"),
+    ):
+        axes.plot(xs, [r[key] for r in rows], style, label=label, markersize=4)
+    return xs
+
+
+def _log_dollars(axes: Any) -> FuncFormatter:
+    """Log scales on both axes, the y axis in dollars; returns its formatter."""
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    dollars = FuncFormatter(lambda value, _position: f"${value:g}")
+    axes.yaxis.set_major_formatter(dollars)
+    return dollars
+
+
 def cost_curve(rows: list[dict[str, Any]], design_load: dict[str, Any], path: Path) -> str:
     """$ per million delayed jobs against jobs per tick, each design as deployed by default;
     and the design card's steady load in the high-volume configuration."""
     figure, axes = plt.subplots(figsize=(9, 5))
-    xs = [r["jobs_per_tick"] for r in rows]
-    for key, label, style in (
-        ("sundial", "Sundial, single submits", "o-"),
-        ("sundial_batched", "Sundial, batches of 25", "o--"),
-        ("dynein", "Dynein-style (model)", "s-"),
-        ("eventbridge", "EventBridge Scheduler (model)", "^-"),
-    ):
-        axes.plot(xs, [r[key] for r in rows], style, label=label, markersize=4)
+    _design_curves(axes, rows, "Sundial", "EventBridge Scheduler (model)")
     load = design_load["jobs_per_tick"]
     for key, label, marker in (
         ("sundial_high_volume", "Sundial, high-volume configuration", "*"),
         ("eventbridge_high_volume", "EventBridge Scheduler, same consumer", "^"),
     ):
         axes.plot([load], [design_load[key]["total"]], marker, markersize=11, label=label)
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    dollars = FuncFormatter(lambda value, _position: f"${value:g}")
-    axes.yaxis.set_major_formatter(dollars)
+    dollars = _log_dollars(axes)
     axes.yaxis.set_minor_formatter(dollars)
     axes.tick_params(axis="y", which="minor", labelsize=7)
     axes.set_xlabel("delayed jobs due per one-minute tick (the design card's load at the right)")
@@ -172,14 +187,7 @@ def market(rows: list[dict[str, Any]], hosted: list[dict[str, Any]], path: Path)
     and the AWS-built alternatives (modelled), and the hosted services' list prices (flat; a
     band where the price is a range)."""
     figure, axes = plt.subplots(figsize=(9, 5))
-    xs = [r["jobs_per_tick"] for r in rows]
-    for key, label, style in (
-        ("sundial", "Sundial exact, single submits", "o-"),
-        ("sundial_batched", "Sundial exact, batches of 25", "o--"),
-        ("dynein", "Dynein-style (model)", "s-"),
-        ("eventbridge", "EventBridge Scheduler + SQS (model)", "^-"),
-    ):
-        axes.plot(xs, [r[key] for r in rows], style, label=label, markersize=4)
+    xs = _design_curves(axes, rows, "Sundial exact", "EventBridge Scheduler + SQS (model)")
     for offer in hosted:
         if offer["low"] == offer["high"]:
             axes.plot(xs, [offer["low"]] * len(xs), ":", label=f"{offer['name']} (list price)")
@@ -187,10 +195,7 @@ def market(rows: list[dict[str, Any]], hosted: list[dict[str, Any]], path: Path)
             axes.fill_between(
                 xs, offer["low"], offer["high"], alpha=0.2, label=f"{offer['name']} (list price)"
             )
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    dollars = FuncFormatter(lambda value, _position: f"${value:g}")
-    axes.yaxis.set_major_formatter(dollars)
+    _log_dollars(axes)
     axes.set_xlabel("delayed jobs due per one-minute tick")
     axes.set_ylabel("$ per million delayed jobs")
     axes.set_title("What a million delayed jobs cost, against volume")

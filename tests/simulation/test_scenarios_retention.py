@@ -39,6 +39,27 @@ from tests.support import (
 DAY_S = 86_400
 
 
+def _days_pass(harness: Harness, clock: ManualClock, days: int, *, poll: bool = False) -> None:
+    """`days` days, a day at a time: the sweepers run (and, with `poll`, the consumers), then
+    DynamoDB's TTL does its work."""
+    for _ in range(days):
+        clock.advance(seconds=DAY_S)
+        harness.sweeper.sweep(ALL_SHARDS)
+        if poll:
+            harness.poll()
+        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+
+
+def _minutes_pass(harness: Harness, clock: ManualClock, minutes: int, *queues: str) -> None:
+    """`minutes` sweeper ticks, each followed by the consumers' polls (`queues` first)."""
+    for _ in range(minutes):
+        clock.advance(seconds=60)
+        harness.sweeper.sweep(ALL_SHARDS)
+        for queue in queues:
+            harness.poll(queue)
+        harness.poll()
+
+
 def test_found_by_the_long_profile_a_retry_timer_outlives_a_long_pause_of_its_queue(
     deps: Dependencies, clock: ManualClock
 ) -> None:
@@ -60,10 +81,7 @@ def test_found_by_the_long_profile_a_retry_timer_outlives_a_long_pause_of_its_qu
     # When its queue is paused before the retry's time, and stays paused for 40 days, with the
     # sweepers running every day and DynamoDB's TTL doing its work
     deps.queue_control.pause("email")
-    for _ in range(40):
-        clock.advance(seconds=DAY_S)
-        harness.sweeper.sweep(ALL_SHARDS)
-        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    _days_pass(harness, clock, 40)
     # And the queue is resumed: its catch-up sends what the pause held back
     deps.queue_control.resume("email")
     clock.advance(seconds=60)
@@ -162,19 +180,13 @@ def test_found_by_the_long_profile_a_paused_dags_node_expires_once_a_parent_is_c
     assert sorted(e.dag.node for e in harness.calls if e.dag) == ["a", "c"]
     [b] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "b"]
     # And the DAG stays paused for 40 days, with DynamoDB's TTL doing its work
-    for _ in range(40):
-        clock.advance(seconds=DAY_S)
-        harness.sweeper.sweep(ALL_SHARDS)
-        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    _days_pass(harness, clock, 40)
     # Then `b`, held, is still there (today: the parents' counts gave it an expiry back, and
     # TTL removed it under the pause; the DAG's other nodes ended and expired too)
     assert deps.store.get(b.key) is not None
     # And once the DAG is resumed, `b` runs
     deps.dags.resume(dag.id)
-    for _ in range(3):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
+    _minutes_pass(harness, clock, 3)
     assert sorted(e.dag.node for e in harness.calls if e.dag) == ["a", "b", "c"]
 
 
@@ -200,18 +212,12 @@ def test_found_by_chaos_a_dags_child_outlives_a_long_pause_of_its_parents_queue(
     )
     [b] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "b"]
     # When the queue stays paused for 40 days, with the sweepers and DynamoDB's TTL at work
-    for _ in range(40):
-        clock.advance(seconds=DAY_S)
-        harness.sweeper.sweep(ALL_SHARDS)
-        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    _days_pass(harness, clock, 40)
     # Then `b` is still there, waiting for `a`
     assert deps.store.get(b.key) is not None
     # And once the queue is resumed, `a` runs, then `b`
     deps.queue_control.resume("default")
-    for _ in range(3):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
+    _minutes_pass(harness, clock, 3)
     assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
 
 
@@ -233,26 +239,16 @@ def test_found_by_the_long_profile_a_dags_child_due_now_outlives_a_long_pause_of
     }
     dag = deps.dags.submit(SubmitDag.model_validate({"name": "d", "nodes": nodes}))
     deps.queue_control.pause("email")
-    for _ in range(3):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
+    _minutes_pass(harness, clock, 3)
     assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b"]
     [d] = [node for node in deps.dags.get(dag.id).nodes if node.dag and node.dag.node == "d"]
     # When email stays paused for 40 days, with the sweepers and DynamoDB's TTL at work
-    for _ in range(40):
-        clock.advance(seconds=DAY_S)
-        harness.sweeper.sweep(ALL_SHARDS)
-        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    _days_pass(harness, clock, 40)
     # Then `d` is still there, waiting for `c`
     assert deps.store.get(d.key) is not None
     # And once email is resumed, `c` runs, then `d`
     deps.queue_control.resume("email")
-    for _ in range(3):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll("email")
-        harness.poll()
+    _minutes_pass(harness, clock, 3, "email")
     assert [e.dag.node for e in harness.calls if e.dag] == ["a", "b", "c", "d"]
 
 
@@ -276,25 +272,15 @@ def test_found_by_the_long_profile_a_schedule_paused_past_the_retention_resumes_
     url = deps.settings.queue_urls["default"]
     harness = Harness(deps, clock, lambda envelope: None)
     schedule = deps.schedules.create(CreateSchedule(queue="default", cron="30 * * * *")).schedule
-    for _ in range(150):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
+    _minutes_pass(harness, clock, 150)
     assert len(harness.calls) == 3
     deps.schedules.pause(schedule.id)
     # When it stays paused for 70 days, with the sweepers and DynamoDB's TTL at work
-    for _ in range(70):
-        clock.advance(seconds=DAY_S)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
-        expire_by_ttl(boto3.client("dynamodb"), TABLE, clock.now_ms())
+    _days_pass(harness, clock, 70, poll=True)
     assert len(harness.calls) == 3
     # And is resumed
     deps.schedules.resume(schedule.id)
     # Then it runs again, every hour
-    for _ in range(150):
-        clock.advance(seconds=60)
-        harness.sweeper.sweep(ALL_SHARDS)
-        harness.poll()
+    _minutes_pass(harness, clock, 150)
     assert len(harness.calls) >= 5, receive_all(sqs, url)
     assert deps.schedules.get(schedule.id).next_run_at_ms is not None

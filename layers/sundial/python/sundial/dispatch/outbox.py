@@ -59,9 +59,7 @@ class Outbox:
                 outcome.retry.append(message)
             elif id(message) in rejected:
                 outcome.rejected.append(rejected[id(message)])
-        first = True
+        # The lateness of every message sent is reported once, by the first owner.
+        next(iter(owners.values()))[2].lateness_ms = list(result.lateness_ms)
         for owner, mine, outcome in owners.values():
-            if first:  # the lateness of every message sent, reported once
-                outcome.lateness_ms = list(result.lateness_ms)
-                first = False
             owner.settle(mine, outcome)

@@ -28,7 +28,6 @@ from sundial.model.schedule import Misfire, RunOutcome, RunRecord, Schedule, Sch
 from sundial.retry import RetryPolicy
 from sundial.store.job_items import item_to_job
 from sundial.store.table import (
-    BATCH_ATTEMPTS,
     Item,
     TableAdapter,
     key_item,
@@ -46,7 +45,6 @@ PARKS_PER_TRANSACTION = 99
 RUN_PREFIX = "run#"
 SCHEDULE_PREFIX = "sched#"
 LISTING_PREFIX = "schedules#"
-_BATCH_GET = 100
 
 
 def schedule_pk(schedule_id: str) -> str:
@@ -541,19 +539,3 @@ class ScheduleStore(TableAdapter):
         """The job items at `keys` that exist (consistent reads, 100 per request)."""
         items = self._batch_get([key_item(k) for k in dict.fromkeys(keys)])
         return {job.key: job for job in map(item_to_job, items)}
-
-    def _batch_get(self, keys: Sequence[Item]) -> list[Item]:
-        """The items at `keys` that exist (consistent reads, 100 per request), in no order."""
-        found: list[Item] = []
-        for start in range(0, len(keys), _BATCH_GET):
-            chunk = list(keys[start : start + _BATCH_GET])
-            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
-            for _ in range(BATCH_ATTEMPTS):
-                response = self._db.batch_get_item(RequestItems=request)
-                found += response.get("Responses", {}).get(self._table, [])
-                request = dict(response.get("UnprocessedKeys", {}))
-                if not request:
-                    break
-            else:
-                raise Unavailable("DynamoDB left reads unprocessed")
-        return found

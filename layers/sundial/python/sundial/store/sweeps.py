@@ -41,23 +41,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sundial.errors import Unavailable
 from sundial.ids import JobKey, shard_pk
-from sundial.model.job import (
-    Job,
-    Keyed,
-    Priority,
-    Status,
-)
-
-if TYPE_CHECKING:
-    pass
+from sundial.model.job import Job, Keyed, Priority, Status
 from sundial.store.job_items import item_to_job
 from sundial.store.queue_states import QUEUES_PK
 from sundial.store.table import (
-    BATCH_ATTEMPTS,
     Item,
     TableAdapter,
     key_item,
@@ -228,28 +218,9 @@ class SweepStore(TableAdapter):
 
     def read_sweep_states(self, shards: Sequence[int]) -> dict[int, ShardSweepState]:
         """The cursor item of each shard that has one: its cursor and its pacing state."""
-        states: dict[int, ShardSweepState] = {}
-        for start in range(0, len(shards), 100):
-            keys: list[Any] = [
-                {"pk": str_attr(shard_pk(s)), "sk": str_attr(CURSOR_SK)}
-                for s in shards[start : start + 100]
-            ]
-            request: dict[str, Any] = {
-                self._table: {
-                    "Keys": keys,
-                    "ConsistentRead": True,
-                }
-            }
-            for _ in range(BATCH_ATTEMPTS):
-                response = self._db.batch_get_item(RequestItems=request)
-                for item in response.get("Responses", {}).get(self._table, []):
-                    states[int(item["pk"]["S"].removeprefix("shard#"))] = _item_to_state(item)
-                request = dict(response.get("UnprocessedKeys", {}))
-                if not request:
-                    break
-            else:
-                raise Unavailable("DynamoDB left sweep cursors unread")
-        return states
+        keys = [{"pk": str_attr(shard_pk(s)), "sk": str_attr(CURSOR_SK)} for s in shards]
+        items = self._batch_get(keys, unread="DynamoDB left sweep cursors unread")
+        return {int(item["pk"]["S"].removeprefix("shard#")): _item_to_state(item) for item in items}
 
     def advance_cursor(self, shard: int, cursor: str) -> bool:
         """Move a shard's cursor forward, never back, outside any lease: True if it moved.
@@ -270,23 +241,16 @@ class SweepStore(TableAdapter):
         repeats for unprocessed keys): the jobs a sweep sends, payloads and all. A key with no
         item (moved or expired since the range was read) is left out."""
         found: dict[JobKey, Job | Malformed] = {}
-        request: dict[str, Any] = {
-            self._table: {"Keys": [key_item(key) for key in keys], "ConsistentRead": True}
-        }
-        for _ in range(BATCH_ATTEMPTS):
-            response = self._db.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(self._table, []):
-                key = JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"])
-                if "moved_to" in item:
-                    continue  # a pointer: the job is elsewhere now
-                try:
-                    found[key] = item_to_job(item)
-                except (KeyError, ValueError, TypeError) as error:
-                    found[key] = Malformed(key, f"malformed job item: {error!r}")
-            request = dict(response.get("UnprocessedKeys", {}))
-            if not request:
-                return found
-        raise Unavailable("DynamoDB left jobs unread")
+        items = self._batch_get([key_item(k) for k in keys], unread="DynamoDB left jobs unread")
+        for item in items:
+            if "moved_to" in item:
+                continue  # a pointer: the job is elsewhere now
+            key = JobKey.from_item_keys(item["pk"]["S"], item["sk"]["S"])
+            try:
+                found[key] = item_to_job(item)
+            except (KeyError, ValueError, TypeError) as error:
+                found[key] = Malformed(key, f"malformed job item: {error!r}")
+        return found
 
     def as_shown(self, job: Job, *, now_ms: int) -> Job:
         """The job as GET /jobs/{id} shows it: `queued` is derived for a job a sweep sends

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
+from sundial.errors import Unavailable
 from sundial.ids import JobKey
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ def opt_int(item: Item, name: str) -> int | None:
 
 # How often a batch call is repeated for what DynamoDB left unprocessed.
 BATCH_ATTEMPTS = 5
+# Keys per BatchGetItem (DynamoDB's limit).
+BATCH_GET = 100
 
 
 def key_item(key: JobKey) -> Item:
@@ -100,6 +103,26 @@ class TableAdapter:
         """One item by its key, read consistently; None if there is none."""
         response = self._db.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         return cast("Item | None", dict(response).get("Item"))
+
+    def _batch_get(
+        self, keys: Sequence[Item], *, unread: str = "DynamoDB left reads unprocessed"
+    ) -> list[Item]:
+        """The items at `keys` that exist (consistent reads, BATCH_GET per request, repeated
+        for what DynamoDB leaves unprocessed), in no order. Raises Unavailable(`unread`) if
+        some are still unread after BATCH_ATTEMPTS."""
+        found: list[Item] = []
+        for start in range(0, len(keys), BATCH_GET):
+            chunk = list(keys[start : start + BATCH_GET])
+            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
+            for _ in range(BATCH_ATTEMPTS):
+                response = self._db.batch_get_item(RequestItems=request)
+                found += response.get("Responses", {}).get(self._table, [])
+                request = dict(response.get("UnprocessedKeys", {}))
+                if not request:
+                    break
+            else:
+                raise Unavailable(unread)
+        return found
 
     def _index_page(
         self, pk: str, *, id_attribute: str, limit: int, after_sk: str | None
